@@ -1,0 +1,165 @@
+/**
+ * The typed events a provider stream yields, the request that starts it and the `Reply` that a recovery scope
+ * commits when an attempt reaches its terminal event.
+ *
+ * A provider emits `Finish` only when the protocol's terminal event arrives (Chat Completions `finish_reason`,
+ * Anthropic `message_stop`, Responses `response.completed`/`done`/`incomplete`, subscription `[DONE]`). A stream
+ * that ends without `Finish` is a premature EOF.
+ *
+ * @since 0.1.0
+ */
+import * as Data from "effect/Data"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as Message from "./Message.js"
+
+/**
+ * Normalised finish reasons. `length` (token limit, `response.incomplete`) is an incomplete finish: it is a
+ * terminal, committed like any other, and flagged so that callers can tell.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "content_filter", "other")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type FinishReason = typeof FinishReason.Type
+
+/**
+ * Token usage, when the provider reports it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Usage = Schema.Struct({
+  inputTokens: Schema.Number,
+  outputTokens: Schema.Number
+})
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Usage extends Schema.Schema.Type<typeof Usage> {}
+
+/**
+ * One event of a provider stream.
+ *
+ * - `TextDelta`: a piece of the reply's text. The committed text is the concatenation of every `TextDelta`.
+ * - `ReasoningDelta`: reasoning or thinking text; never part of the committed text.
+ * - `ToolCallDelta`: a fragment of a tool call's JSON arguments (for previews only).
+ * - `ToolCallComplete`: a tool call whose arguments parsed at a complete JSON boundary.
+ * - `Usage`: token counts.
+ * - `Finish`: the protocol's terminal event arrived.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type GenerationEvent = Data.TaggedEnum<{
+  TextDelta: { readonly text: string }
+  ReasoningDelta: { readonly text: string }
+  ToolCallDelta: {
+    readonly index: number
+    readonly id: string | undefined
+    readonly name: string | undefined
+    readonly argumentsDelta: string
+  }
+  ToolCallComplete: { readonly call: Message.ToolCall }
+  Usage: { readonly usage: Usage }
+  Finish: { readonly reason: FinishReason; readonly providerReason: string }
+}>
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const GenerationEvent = Data.taggedEnum<GenerationEvent>()
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const { Finish, ReasoningDelta, TextDelta, ToolCallComplete, ToolCallDelta } = GenerationEvent
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const UsageEvent = GenerationEvent.Usage
+
+/**
+ * A tool the model may call: its name, a description and a JSON Schema of its parameters.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Readonly<Record<string, unknown>>
+}
+
+/**
+ * What one generation asks of a provider.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface GenerationRequest {
+  readonly model: string
+  readonly messages: ReadonlyArray<Message.Message>
+  readonly system?: string | undefined
+  readonly tools?: ReadonlyArray<ToolDefinition> | undefined
+  readonly maxTokens?: number | undefined
+  /**
+   * Stop surfacing output after the first complete tool call. The stream is still drained to its terminal event
+   * (for usage); if the drain fails, the attempt failed.
+   */
+  readonly earlyBreakOnToolCall?: boolean | undefined
+}
+
+/**
+ * A committed reply: what the one attempt that reached its terminal event produced.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export class Reply extends Data.Class<{
+  /** The concatenation of every text part, in order, with nothing inserted. */
+  readonly text: string
+  readonly reasoning: string
+  readonly toolCalls: ReadonlyArray<Message.ToolCall>
+  readonly finishReason: FinishReason
+  /** The provider's own finish reason (`end_turn`, `max_tokens`, `incomplete`, …). */
+  readonly providerFinishReason: string
+  readonly usage: Option.Option<Usage>
+  /** Physical sends made by this reply, the committed one included. */
+  readonly attempts: number
+}> {
+  /**
+   * Whether the reply stopped before the model finished (token limit, `response.incomplete`).
+   *
+   * @since 0.1.0
+   */
+  get incomplete(): boolean {
+    return this.finishReason === "length"
+  }
+
+  /**
+   * The reply as an assistant message for the transcript.
+   *
+   * @since 0.1.0
+   */
+  get message(): Message.AssistantMessage {
+    return { role: "assistant", text: this.text, toolCalls: this.toolCalls }
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const emptyUsage: Option.Option<Usage> = Option.none()

@@ -1,0 +1,195 @@
+/**
+ * The one place where what a provider said (a status, an in-band error object) becomes a typed failure. Provider
+ * modules call {@link fromHttpStatus} and {@link fromInBandError}; nothing else matches on status codes or error
+ * strings.
+ *
+ * @since 0.1.0
+ */
+import type * as Duration from "effect/Duration"
+import * as Schema from "effect/Schema"
+import * as Classification from "./Classification.js"
+import * as ProviderRejection from "./ProviderRejection.js"
+import * as TransportError from "./TransportError.js"
+
+/**
+ * Everything a provider's send or stream may fail with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ProviderFailure = TransportError.TransportError | ProviderRejection.ProviderRejection
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ProviderFailure: Schema.Union<
+  [typeof TransportError.TransportError, typeof ProviderRejection.ProviderRejection]
+> = Schema.Union(TransportError.TransportError, ProviderRejection.ProviderRejection)
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isProviderFailure = (u: unknown): u is ProviderFailure =>
+  TransportError.isTransportError(u) || ProviderRejection.isProviderRejection(u)
+
+const sensitiveHeaders = new Set([
+  "authorization",
+  "proxy-authorization",
+  "x-api-key",
+  "api-key",
+  "cookie",
+  "set-cookie",
+  "openai-organization",
+  "openai-project"
+])
+
+/**
+ * Copies headers with credentials, cookies and account identifiers replaced by `<redacted>`, so that an error can
+ * carry them safely.
+ *
+ * @since 0.1.0
+ * @category redaction
+ */
+export const redactHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(headers)) {
+    out[name] = sensitiveHeaders.has(name.toLowerCase()) ? "<redacted>" : value
+  }
+  return out
+}
+
+/**
+ * The facts of a failed HTTP response.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HttpFailureInput {
+  readonly status: number
+  /** The provider's error code (OpenAI `error.code`). */
+  readonly code?: string | null | undefined
+  /** The provider's error type (OpenAI `error.type`, Anthropic `error.type`). */
+  readonly type?: string | null | undefined
+  readonly detail?: string | undefined
+  readonly retryAfter?: Duration.Duration | undefined
+  readonly shouldRetry?: boolean | undefined
+  readonly requestId?: string | undefined
+  readonly location?: string | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+/**
+ * The facts of an in-band error event.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InBandErrorInput {
+  readonly code?: string | null | undefined
+  readonly type?: string | null | undefined
+  readonly detail?: string | undefined
+  readonly requestId?: string | undefined
+  readonly status?: number | undefined
+}
+
+const nonEmpty = (s: string | null | undefined): s is string => typeof s === "string" && s.length > 0
+
+const rejectionFromCode = (
+  code: string | null | undefined,
+  type: string | null | undefined,
+  detail: string | undefined
+): ProviderRejection.Reason | undefined => {
+  const names = [code, type].filter(nonEmpty)
+  if (names.includes("insufficient_quota")) return "Quota"
+  if (
+    names.includes("context_length_exceeded") || names.includes("request_too_large") ||
+    (detail !== undefined && /prompt is too long|maximum context length/i.test(detail))
+  ) {
+    return "ContextOverflow"
+  }
+  if (names.some((n) => n === "authentication_error" || n === "invalid_api_key")) return "Authentication"
+  if (names.includes("permission_error")) return "Permission"
+  if (names.some((n) => n === "not_found_error" || n === "model_not_found")) return "NotFound"
+  return undefined
+}
+
+const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } =>
+  (value === undefined ? {} : { [key]: value }) as { [P in K]?: V }
+
+/**
+ * Maps a non-success HTTP response to a typed failure: a `TransportError` when the status may be replayed, a
+ * `ProviderRejection` otherwise.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromHttpStatus = (input: HttpFailureInput): ProviderFailure => {
+  const providerCode = nonEmpty(input.code) ? input.code : nonEmpty(input.type) ? input.type : undefined
+  const common = {
+    status: input.status,
+    ...optional("providerCode", providerCode),
+    ...optional("detail", input.detail),
+    ...optional("requestId", input.requestId),
+    ...optional("headers", input.headers === undefined ? undefined : redactHeaders(input.headers))
+  }
+  const rejection = (reason: ProviderRejection.Reason) =>
+    new ProviderRejection.ProviderRejection({ reason, ...common, ...optional("location", input.location) })
+  if (input.status >= 300 && input.status < 400) return rejection("RedirectRefused")
+  const byCode = rejectionFromCode(input.code, input.type, input.detail)
+  if (byCode !== undefined) return rejection(byCode)
+  if (input.status === 402) return rejection("Quota")
+  if (input.status === 413) return rejection("ContextOverflow")
+  if (
+    Classification.isRetryableStatus(input.status, input.shouldRetry) ||
+    Classification.retryableStatuses.has(input.status)
+  ) {
+    return new TransportError.TransportError({
+      reason: "HttpStatus",
+      ...common,
+      ...optional("retryAfter", input.retryAfter),
+      ...optional("shouldRetry", input.shouldRetry)
+    })
+  }
+  switch (input.status) {
+    case 401:
+      return rejection("Authentication")
+    case 403:
+      return rejection("Permission")
+    case 404:
+      return rejection("NotFound")
+    case 400:
+    case 409:
+    case 422:
+      return rejection("BadRequest")
+    default:
+      return rejection("OtherStatus")
+  }
+}
+
+/**
+ * Maps an in-band error event (Chat Completions error chunk, Responses `error`/`response.failed`, Anthropic
+ * `error`) to a typed failure. Quota, overflow, authentication, permission and not-found codes become rejections;
+ * everything else is a `TransportError` whose code {@link Classification.classify} checks against the allowlist.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromInBandError = (input: InBandErrorInput): ProviderFailure => {
+  const names = [input.code, input.type].filter(nonEmpty)
+  const transient = names.find((n) => Classification.transientProviderCodes.has(n))
+  const providerCode = transient ?? names[0]
+  const common = {
+    ...optional("providerCode", providerCode),
+    ...optional("detail", input.detail),
+    ...optional("requestId", input.requestId),
+    ...optional("status", input.status)
+  }
+  const byCode = rejectionFromCode(input.code, input.type, input.detail)
+  if (byCode !== undefined) return new ProviderRejection.ProviderRejection({ reason: byCode, ...common })
+  if (transient === undefined && names.includes("invalid_request_error")) {
+    return new ProviderRejection.ProviderRejection({ reason: "BadRequest", ...common })
+  }
+  return new TransportError.TransportError({ reason: "ProviderError", ...common })
+}

@@ -1,0 +1,311 @@
+/**
+ * `Recovery` runs a generation as a sequence of attempts and commits exactly one of them.
+ *
+ * - Each attempt is one physical send, debited from the scope's {@link Budget.Budget} before it is sent.
+ * - What an attempt yields is a preview: attempt-local, reported through {@link RecoveryNotifications}, never
+ *   concatenated with another attempt's. Only an attempt whose stream reaches the protocol's terminal event
+ *   (`Finish`) and completes is committed as a {@link Generation.Reply}.
+ * - A failed attempt is replayed only when {@link Classification.classify} says it is retryable, replay is not
+ *   disabled ({@link disabled}) and no chunk hook has run an external effect in it (`ExternalEffects`).
+ * - The wait between attempts comes from {@link Policy}: the backoff schedule, lengthened by `Retry-After`, never
+ *   begun when it would end past the deadline. A `Retry-After` past the deadline ends recovery at once.
+ * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
+ *   classified.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import { globalValue } from "effect/GlobalValue"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import * as Budget from "./Budget.js"
+import * as Classification from "./Classification.js"
+import * as Generation from "./Generation.js"
+import * as HookError from "./HookError.js"
+import { Accumulator } from "./internal/attempt.js"
+import * as Policy from "./Policy.js"
+import * as Provider from "./Provider.js"
+import * as ProviderFailure from "./ProviderFailure.js"
+import * as ProviderRejection from "./ProviderRejection.js"
+import * as RecoveryExhausted from "./RecoveryExhausted.js"
+import * as RecoveryNotifications from "./RecoveryNotifications.js"
+import * as TransportError from "./TransportError.js"
+
+/**
+ * Everything a recovery scope may fail with: a failure that was not replayed (surfaced unchanged, with
+ * `partialOutputChars` and, where replay was blocked, `replayBlocked`), exhaustion, or a failed hook.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RecoveryError =
+  | ProviderFailure.ProviderFailure
+  | RecoveryExhausted.RecoveryExhausted
+  | HookError.HookError
+
+/**
+ * Generation hooks.
+ *
+ * - `beforeGeneration` runs once per reply, before the first attempt, and is not re-run on replay.
+ * - `onChunk` runs for every surfaced event: it is an external, per-chunk effect. The attempt is marked effectful
+ *   the moment it first runs, and a failure after that is surfaced with `replayBlocked: "ExternalEffects"`.
+ * - `afterGeneration` runs once, after commit, outside recovery.
+ *
+ * A hook's failure is a {@link HookError.HookError} and is never replayed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Hooks<R = never> {
+  readonly beforeGeneration?: Effect.Effect<void, unknown, R> | undefined
+  readonly onChunk?:
+    | ((event: Generation.GenerationEvent, attempt: number) => Effect.Effect<void, unknown, R>)
+    | undefined
+  readonly afterGeneration?: ((reply: Generation.Reply) => Effect.Effect<void, unknown, R>) | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never> {
+  readonly hooks?: Hooks<R> | undefined
+  /**
+   * Stop surfacing output after the first complete tool call. The stream is still drained to its terminal event
+   * (for usage); if the drain fails, the attempt failed and its tool call is not committed.
+   */
+  readonly earlyBreakOnToolCall?: boolean | undefined
+}
+
+/**
+ * Whether failed attempts may be replayed in the current fiber.
+ *
+ * @since 0.1.0
+ * @category fiber refs
+ */
+export const currentReplay: FiberRef.FiberRef<boolean> = globalValue(
+  Symbol.for("@reprise/core/Recovery/currentReplay"),
+  () => FiberRef.unsafeMake(true)
+)
+
+/**
+ * Runs `self` with replay off: budget accounting and the ban on adapter retries stay, and every failure surfaces
+ * unchanged after its single attempt. For consumers with no preview-reset protocol.
+ *
+ * @since 0.1.0
+ * @category scopes
+ */
+export const disabled = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locally(self, currentReplay, false)
+
+type Outcome =
+  | { readonly _tag: "Completed"; readonly acc: Accumulator }
+  | {
+    readonly _tag: "Failed"
+    readonly acc: Accumulator
+    readonly error: ProviderFailure.ProviderFailure | HookError.HookError | Budget.BudgetExhausted
+  }
+
+/**
+ * The allowance given to one attempt's stream: its first send was reserved by the recovery loop just before the
+ * stream started, so the provider's first `reserve` returns that reservation; any further send (a capability
+ * fallback) is debited as usual.
+ */
+const prepaid = (allowance: Budget.Allowance, attempt: number): Effect.Effect<Budget.Allowance> =>
+  Effect.map(Ref.make(false), (used) => ({
+    ...allowance,
+    reserve: Effect.flatMap(
+      Ref.getAndSet(used, true),
+      (alreadyUsed) => alreadyUsed ? allowance.reserve : Effect.succeed(attempt)
+    )
+  }))
+
+const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
+  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+  allowance: Budget.Allowance,
+  attempt: number,
+  options: Options<RH>
+): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
+  Effect.gen(function*() {
+    const acc = new Accumulator(options.earlyBreakOnToolCall === true)
+    const onChunk = options.hooks?.onChunk
+    const budget = yield* prepaid(allowance, attempt)
+    const result = yield* generation.pipe(
+      Stream.provideService(Budget.Budget, budget),
+      Stream.runForEach((event): Effect.Effect<void, HookError.HookError, RH> => {
+        if (!acc.add(event)) return Effect.void
+        const preview = RecoveryNotifications.notify(RecoveryNotifications.Notification.Preview({ attempt, event }))
+        if (onChunk === undefined) return preview
+        return Effect.zipRight(
+          preview,
+          Effect.suspend(() => {
+            acc.effectful = true
+            return Effect.mapError(onChunk(event, attempt), (cause) =>
+              new HookError.HookError({ hook: "onChunk", attempt, cause }))
+          })
+        )
+      }),
+      Effect.flatMap(() =>
+        acc.finish === undefined
+          ? Effect.fail(
+            new TransportError.TransportError({
+              reason: "PrematureEof",
+              detail: "the stream ended without the protocol's terminal event"
+            })
+          )
+          : Effect.void
+      ),
+      Effect.either
+    )
+    return result._tag === "Right"
+      ? { _tag: "Completed", acc } as const
+      : { _tag: "Failed", acc, error: result.left } as const
+  })
+
+/**
+ * Copies a provider failure with the facts of the attempt that surfaced it.
+ */
+const annotate = (
+  error: ProviderFailure.ProviderFailure,
+  partialOutputChars: number,
+  replayBlocked?: TransportError.ReplayBlocked
+): ProviderFailure.ProviderFailure => {
+  const { _tag, ...fields } = error
+  return TransportError.isTransportError(error)
+    ? new TransportError.TransportError({
+      ...(fields as ConstructorParameters<typeof TransportError.TransportError>[0]),
+      partialOutputChars,
+      ...(replayBlocked === undefined ? {} : { replayBlocked })
+    })
+    : new ProviderRejection.ProviderRejection({
+      ...(fields as ConstructorParameters<typeof ProviderRejection.ProviderRejection>[0]),
+      partialOutputChars
+    })
+}
+
+/**
+ * Runs a generation with recovery and returns the committed reply. The stream is run once per attempt; running it
+ * must make one physical send (providers guarantee this).
+ *
+ * @since 0.1.0
+ * @category recovery
+ */
+export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH = never>(
+  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+  options: Options<RH> = {}
+): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
+  Budget.scoped(Effect.gen(function*() {
+    const allowance = yield* Budget.Budget
+    const replay = yield* FiberRef.get(currentReplay)
+    const planner = yield* Effect.flatMap(Policy.PolicySettings, (settings) => Policy.planner(Policy.backoff(settings)))
+    const notify = RecoveryNotifications.notify
+    const N = RecoveryNotifications.Notification
+    const errors: Array<ProviderFailure.ProviderFailure> = []
+
+    const exhausted = (
+      reason: RecoveryExhausted.Reason,
+      retryAfter?: Duration.Duration
+    ): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> =>
+      Effect.gen(function*() {
+        const error = new RecoveryExhausted.RecoveryExhausted({
+          reason,
+          attempts: yield* allowance.used,
+          maxAttempts: allowance.settings.maxAttempts,
+          elapsed: yield* allowance.elapsed,
+          errors: [...errors],
+          ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
+          ...(retryAfter === undefined ? {} : { retryAfter })
+        })
+        yield* notify(N.Exhausted({ error }))
+        return yield* Effect.fail(error)
+      })
+
+    const surface = <A extends RecoveryError>(error: A): Effect.Effect<never, A> =>
+      Effect.zipRight(notify(N.Failed({ error })), Effect.fail(error))
+
+    if (options.hooks?.beforeGeneration !== undefined) {
+      yield* Effect.mapError(
+        options.hooks.beforeGeneration,
+        (cause) => new HookError.HookError({ hook: "beforeGeneration", cause })
+      )
+    }
+
+    let attemptsOfReply = 0
+    while (true) {
+      const reserved = yield* Effect.either(allowance.reserve)
+      if (reserved._tag === "Left") return yield* exhausted(reserved.left.reason)
+      const attempt = reserved.right
+      attemptsOfReply++
+      yield* notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts }))
+      const outcome = yield* runAttempt(generation, allowance, attempt, options)
+
+      if (outcome._tag === "Completed") {
+        const { acc } = outcome
+        const finish = acc.finish!
+        const reply = new Generation.Reply({
+          text: acc.text,
+          reasoning: acc.reasoning,
+          toolCalls: acc.toolCalls,
+          finishReason: finish.reason,
+          providerFinishReason: finish.providerReason,
+          usage: Option.fromNullable(acc.usage),
+          attempts: attemptsOfReply
+        })
+        yield* notify(N.Committed({ reply }))
+        if (options.hooks?.afterGeneration !== undefined) {
+          yield* Effect.mapError(
+            options.hooks.afterGeneration(reply),
+            (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
+          )
+        }
+        return reply
+      }
+
+      const { acc, error } = outcome
+      yield* notify(N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error }))
+      if (Budget.isBudgetExhausted(error)) return yield* exhausted(error.reason)
+      if (HookError.isHookError(error)) return yield* surface(error)
+
+      const verdict = Classification.classify(error)
+      if (verdict._tag === "Permanent" || !replay) return yield* surface(annotate(error, acc.text.length))
+      if (acc.effectful) return yield* surface(annotate(error, acc.text.length, "ExternalEffects"))
+      errors.push(annotate(error, acc.text.length))
+
+      const remainingAttempts = yield* allowance.remainingAttempts
+      if (remainingAttempts === 0) return yield* exhausted("Attempts")
+      const backoff = yield* planner.next
+      if (Option.isNone(backoff)) return yield* exhausted("Attempts")
+      const wait = Policy.lengthen(backoff.value, verdict.retryAfter)
+      const now = yield* Clock.currentTimeNanos
+      const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+      if (now + waitNanos >= allowance.deadlineAt) {
+        return yield* wait.source === "retry-after"
+          ? exhausted("RetryAfterBeyondDeadline", wait.delay)
+          : exhausted("Deadline")
+      }
+      yield* notify(N.RetryScheduled({
+        nextAttempt: attempt + 1,
+        delay: wait.delay,
+        delaySource: wait.source,
+        remainingAttempts,
+        remainingTime: Duration.nanos(allowance.deadlineAt - now)
+      }))
+      yield* Effect.sleep(wait.delay)
+    }
+  }))
+
+/**
+ * Runs one generation through the current {@link Provider.Provider} with recovery.
+ *
+ * @since 0.1.0
+ * @category recovery
+ */
+export const generate = <RH = never>(
+  request: Generation.GenerationRequest,
+  options: Options<RH> = {}
+): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
+  Effect.flatMap(Provider.Provider, (provider) => run(provider.stream(request), options))

@@ -1,0 +1,70 @@
+/**
+ * `RecoveryExhausted` ends a recovery scope whose failures were all replayable but which could not go on: its
+ * attempts are used, its deadline passed, or the server asked for a wait that would end past the deadline. It
+ * carries every attempt's error, so a caller can tell a flaky network from a provider outage.
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as ProviderFailure from "./ProviderFailure.js"
+
+/**
+ * - `Attempts`: every allowed send was made.
+ * - `Deadline`: the next attempt, or the wait before it, would start or end past the deadline.
+ * - `RetryAfterBeyondDeadline`: the server's `Retry-After` ends past the deadline; recovery stopped at once
+ *   instead of sleeping in vain.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Reason = Schema.Literal("Attempts", "Deadline", "RetryAfterBeyondDeadline")
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Reason = typeof Reason.Type
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@reprise/core/RecoveryExhausted")(
+  "RecoveryExhausted",
+  {
+    reason: Reason,
+    /** Physical sends made by the scope. */
+    attempts: Schema.Number,
+    maxAttempts: Schema.Number,
+    /** Time from the scope's start to the decision to stop. */
+    elapsed: Schema.DurationFromSelf,
+    /** The last attempt's error (absent when no attempt could be made at all). */
+    lastError: Schema.optional(ProviderFailure.ProviderFailure),
+    /** Every failed attempt's error of this reply, in order. */
+    errors: Schema.Array(ProviderFailure.ProviderFailure),
+    /** The server's requested wait, for `RetryAfterBeyondDeadline`. */
+    retryAfter: Schema.optional(Schema.DurationFromSelf)
+  }
+) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const what = this.reason === "Attempts"
+      ? `gave up after ${this.attempts} of ${this.maxAttempts} attempts`
+      : this.reason === "Deadline"
+      ? `deadline reached after ${Duration.format(this.elapsed)} and ${this.attempts} attempts`
+      : `server asked to retry after ${
+        this.retryAfter === undefined ? "?" : Duration.format(this.retryAfter)
+      }, past the deadline`
+    return this.lastError === undefined ? what : `${what}; last error: ${this.lastError.message}`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isRecoveryExhausted = (u: unknown): u is RecoveryExhausted => Predicate.isTagged(u, "RecoveryExhausted")

@@ -1,0 +1,113 @@
+/**
+ * `RecoveryNotifications` is how a consumer that shows previews learns what a recovery scope is doing. For each
+ * reply it receives, in order:
+ *
+ * 1. `AttemptStarted` for every physical send,
+ * 2. `Preview` for each event of that attempt (attempt-local, not committed),
+ * 3. on failure `AttemptDiscarded` (what the attempt had shown), then `RetryScheduled` when it will be replayed,
+ * 4. finally `Committed`, or `Exhausted` when recovery gave up, or `Failed` when the failure was not replayable.
+ *
+ * A consumer resets its attempt-local buffers on `AttemptDiscarded`. By default notifications go nowhere; bind them
+ * with {@link layerCallback}, {@link layerQueue} or {@link layerPubSub}.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as PubSub from "effect/PubSub"
+import type * as Queue from "effect/Queue"
+import type * as Generation from "./Generation.js"
+import type * as Message from "./Message.js"
+import type * as Policy from "./Policy.js"
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Notification = Data.TaggedEnum<{
+  AttemptStarted: { readonly attempt: number; readonly maxAttempts: number }
+  Preview: { readonly attempt: number; readonly event: Generation.GenerationEvent }
+  AttemptDiscarded: {
+    readonly attempt: number
+    /** The preview text the failed attempt had produced, now void. */
+    readonly discardedText: string
+    /** Tool calls the failed attempt had completed; none of them was run. */
+    readonly discardedToolCalls: ReadonlyArray<Message.ToolCall>
+    readonly error: unknown
+  }
+  RetryScheduled: {
+    readonly nextAttempt: number
+    readonly delay: Duration.Duration
+    readonly delaySource: Policy.DelaySource
+    readonly remainingAttempts: number
+    /** Time left until the deadline when the retry was scheduled. */
+    readonly remainingTime: Duration.Duration
+  }
+  Committed: { readonly reply: Generation.Reply }
+  /** Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. */
+  Exhausted: { readonly error: unknown }
+  /** A failure that is not replayed (permanent, blocked by external effects, replay disabled, a hook). */
+  Failed: { readonly error: unknown }
+}>
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Notification = Data.taggedEnum<Notification>()
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly notify: (notification: Notification) => Effect.Effect<void>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class RecoveryNotifications extends Context.Reference<RecoveryNotifications>()(
+  "@reprise/core/RecoveryNotifications",
+  { defaultValue: (): Service => ({ notify: () => Effect.void }) }
+) {}
+
+/**
+ * Delivers every notification to a callback, in order, before the scope goes on.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerCallback = (f: (notification: Notification) => Effect.Effect<void>): Layer.Layer<never> =>
+  Layer.succeed(RecoveryNotifications, { notify: f })
+
+/**
+ * Offers every notification to a queue (a bounded queue applies back-pressure to the scope).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerQueue = (queue: Queue.Enqueue<Notification>): Layer.Layer<never> =>
+  Layer.succeed(RecoveryNotifications, { notify: (n) => Effect.asVoid(queue.offer(n)) })
+
+/**
+ * Publishes every notification to a PubSub, for several consumers.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPubSub = (pubsub: PubSub.PubSub<Notification>): Layer.Layer<never> =>
+  Layer.succeed(RecoveryNotifications, { notify: (n) => Effect.asVoid(pubsub.publish(n)) })
+
+/**
+ * Sends one notification to the bound consumer.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const notify = (notification: Notification): Effect.Effect<void> =>
+  Effect.flatMap(RecoveryNotifications, (service) => service.notify(notification))

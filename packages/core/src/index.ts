@@ -1,0 +1,64 @@
+/**
+ * @since 0.1.0
+ */
+export * as Budget from "./Budget.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Classification from "./Classification.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Generation from "./Generation.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as HookError from "./HookError.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Message from "./Message.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Policy from "./Policy.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Provider from "./Provider.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ProviderFailure from "./ProviderFailure.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ProviderRejection from "./ProviderRejection.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Recovery from "./Recovery.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RecoveryExhausted from "./RecoveryExhausted.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RecoveryNotifications from "./RecoveryNotifications.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as TransportError from "./TransportError.js"

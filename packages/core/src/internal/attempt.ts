@@ -1,0 +1,51 @@
+import type * as Generation from "../Generation.js"
+import type * as Message from "../Message.js"
+
+/**
+ * What one attempt has produced so far. Attempt-local and mutable: it lives only while its attempt runs and is
+ * either committed whole or discarded whole.
+ *
+ * @internal
+ */
+export class Accumulator {
+  text = ""
+  reasoning = ""
+  readonly toolCalls: Array<Message.ToolCall> = []
+  usage: Generation.Usage | undefined = undefined
+  finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined = undefined
+  /** Set the moment a chunk hook first runs: from then on the attempt cannot be replayed. */
+  effectful = false
+  /** False after the early break: output is no longer surfaced, only drained. */
+  surfacing = true
+
+  constructor(readonly earlyBreakOnToolCall: boolean) {}
+
+  /**
+   * Records one event and says whether it is surfaced as a preview.
+   */
+  add(event: Generation.GenerationEvent): boolean {
+    switch (event._tag) {
+      case "Usage":
+        this.usage = event.usage
+        return true
+      case "Finish":
+        if (this.finish === undefined) this.finish = { reason: event.reason, providerReason: event.providerReason }
+        return true
+      case "TextDelta":
+        if (!this.surfacing) return false
+        this.text += event.text
+        return true
+      case "ReasoningDelta":
+        if (!this.surfacing) return false
+        this.reasoning += event.text
+        return true
+      case "ToolCallDelta":
+        return this.surfacing
+      case "ToolCallComplete":
+        if (!this.surfacing) return false
+        this.toolCalls.push(event.call)
+        if (this.earlyBreakOnToolCall) this.surfacing = false
+        return true
+    }
+  }
+}
