@@ -149,8 +149,9 @@ export const config: Config.Config<Settings> = Config.all({
 export const layerConfig: Layer.Layer<never, ConfigError.ConfigError> = Layer.effect(PolicySettings, config)
 
 /**
- * Steps a schedule without sleeping: each `next` returns the wait the schedule asks for now, or `None` when the
- * schedule is done. The recovery loop uses it to check a wait against the deadline and announce it before it
+ * Steps a schedule without sleeping: each `next` returns the wait the schedule asks for now (rounded up to whole
+ * milliseconds, so jittered waits stay within their bounds and clocks stay integral), or `None` when the schedule
+ * is done. The recovery loop uses it to check a wait against the deadline and announce it before it
  * sleeps.
  *
  * @since 0.1.0
@@ -172,6 +173,6 @@ export const planner = (schedule: Schedule.Schedule<unknown>): Effect.Effect<Pla
       yield* Ref.set(state, next)
       return ScheduleDecision.isDone(decision)
         ? Option.none()
-        : Option.some(Duration.millis(Math.max(0, Intervals.start(decision.intervals) - now)))
+        : Option.some(Duration.millis(Math.max(0, Math.ceil(Intervals.start(decision.intervals) - now))))
     })
   }))

@@ -17,11 +17,14 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
+import * as Take from "effect/Take"
 import * as Budget from "./Budget.js"
 import * as Classification from "./Classification.js"
 import * as Generation from "./Generation.js"
@@ -309,3 +312,32 @@ export const generate = <RH = never>(
   options: Options<RH> = {}
 ): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
   Effect.flatMap(Provider.Provider, (provider) => run(provider.stream(request), options))
+
+/**
+ * {@link run} as a stream of its notifications: `AttemptStarted`, `Preview`s, `AttemptDiscarded`, `RetryScheduled`
+ * … ending after `Committed` (the stream then completes) or after `Exhausted`/`Failed` (the stream then fails with
+ * the error). Notifications go to this stream instead of the bound {@link RecoveryNotifications}. Stopping the
+ * stream early interrupts the generation.
+ *
+ * @since 0.1.0
+ * @category recovery
+ */
+export const stream = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH = never>(
+  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+  options: Options<RH> = {}
+): Stream.Stream<RecoveryNotifications.Notification, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const queue = yield* Effect.acquireRelease(
+      Queue.unbounded<Take.Take<RecoveryNotifications.Notification, RecoveryError>>(),
+      Queue.shutdown
+    )
+    yield* run(generation, options).pipe(
+      Effect.provideService(RecoveryNotifications.RecoveryNotifications, {
+        notify: (notification) => Queue.offer(queue, Take.of(notification))
+      }),
+      Effect.exit,
+      Effect.flatMap((exit) => Queue.offer(queue, Exit.isSuccess(exit) ? Take.end : Take.failCause(exit.cause))),
+      Effect.forkScoped
+    )
+    return Stream.flattenTake(Stream.fromQueue(queue))
+  }))

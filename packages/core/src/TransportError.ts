@@ -113,7 +113,7 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
    */
   override get message(): string {
     const parts: Array<string> = [describeReason(this)]
-    if (this.providerCode !== undefined && this.reason !== "ProviderError") parts.push(`(${this.providerCode})`)
+    if (this.providerCode !== undefined && this.reason !== "ProviderError") parts.push(` (${this.providerCode})`)
     if (this.detail !== undefined && this.detail.length > 0) parts.push(`: ${this.detail}`)
     if (this.retryAfter !== undefined) parts.push(`; retry after ${Duration.format(this.retryAfter)}`)
     if (this.requestId !== undefined) parts.push(` [request ${this.requestId}]`)

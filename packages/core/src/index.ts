@@ -62,3 +62,8 @@ export * as RecoveryNotifications from "./RecoveryNotifications.js"
  * @since 0.1.0
  */
 export * as TransportError from "./TransportError.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Overflow from "./Overflow.js"

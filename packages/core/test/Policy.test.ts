@@ -1,0 +1,91 @@
+import { assert, describe, it } from "@effect/vitest"
+import { ConfigProvider, Duration, Effect, Layer, Option, Random } from "effect"
+import * as Policy from "../src/Policy.js"
+
+const waits = (settings: Policy.Settings, n: number) =>
+  Effect.gen(function*() {
+    const planner = yield* Policy.planner(Policy.backoff(settings))
+    const out: Array<number> = []
+    for (let i = 0; i < n; i++) out.push(Duration.toMillis(Option.getOrThrow(yield* planner.next)))
+    return out
+  })
+
+describe("Policy", () => {
+  it.effect("default waits without jitter: 1, 2, 4, 8, 16, 32, 60, 60, 60, 60 s", () =>
+    Effect.gen(function*() {
+      const out = yield* waits({ ...Policy.defaultSettings, jitter: false }, 10)
+      assert.deepStrictEqual(out, [1, 2, 4, 8, 16, 32, 60, 60, 60, 60].map((s) => s * 1000))
+    }))
+
+  it.effect("jitter only shortens, to within [0.75·w, w], and repeats for the same seed", () =>
+    Effect.gen(function*() {
+      const nominal = [1, 2, 4, 8, 16, 32, 60, 60, 60, 60].map((s) => s * 1000)
+      const a = yield* Effect.withRandom(waits(Policy.defaultSettings, 10), Random.make("seed-1"))
+      const b = yield* Effect.withRandom(waits(Policy.defaultSettings, 10), Random.make("seed-1"))
+      const c = yield* Effect.withRandom(waits(Policy.defaultSettings, 10), Random.make("seed-2"))
+      assert.deepStrictEqual(a, b)
+      assert.notDeepEqual(a, c)
+      a.forEach((w, i) => {
+        assert.isAtLeast(w, 0.75 * nominal[i])
+        assert.isAtMost(w, nominal[i])
+      })
+      assert.isTrue(a.some((w, i) => w < nominal[i]), "jitter changes something")
+    }))
+
+  it.effect("custom base and cap", () =>
+    Effect.gen(function*() {
+      const out = yield* waits({
+        ...Policy.defaultSettings,
+        backoffBase: Duration.millis(100),
+        backoffMax: Duration.millis(500),
+        jitter: false
+      }, 5)
+      assert.deepStrictEqual(out, [100, 200, 400, 500, 500])
+    }))
+
+  describe("lengthen", () => {
+    it("a longer Retry-After wins and is not capped", () => {
+      assert.deepStrictEqual(Policy.lengthen(Duration.seconds(1), Option.some(Duration.seconds(90))), {
+        delay: Duration.seconds(90),
+        source: "retry-after"
+      })
+    })
+    it("a shorter Retry-After never shortens the backoff", () => {
+      assert.deepStrictEqual(Policy.lengthen(Duration.seconds(8), Option.some(Duration.seconds(2))), {
+        delay: Duration.seconds(8),
+        source: "backoff"
+      })
+    })
+    it("no Retry-After keeps the backoff", () => {
+      assert.deepStrictEqual(Policy.lengthen(Duration.seconds(4), Option.none()), {
+        delay: Duration.seconds(4),
+        source: "backoff"
+      })
+    })
+  })
+
+  describe("config", () => {
+    const provide = (env: Record<string, string>) =>
+      Effect.provide(
+        Policy.layerConfig.pipe(
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+        )
+      )
+    it.effect("reads REPRISE_BACKOFF_BASE and REPRISE_BACKOFF_MAX in ms", () =>
+      Effect.gen(function*() {
+        const settings = yield* Policy.PolicySettings
+        assert.deepStrictEqual(settings.backoffBase, Duration.millis(250))
+        assert.deepStrictEqual(settings.backoffMax, Duration.millis(4000))
+        assert.isTrue(settings.jitter)
+      }).pipe(provide({ REPRISE_BACKOFF_BASE: "250", REPRISE_BACKOFF_MAX: "4000" })))
+    it.effect("rejects a max below the base and non-numbers", () =>
+      Effect.gen(function*() {
+        const inverted = yield* Effect.flip(
+          Policy.PolicySettings.pipe(provide({ REPRISE_BACKOFF_BASE: "5000", REPRISE_BACKOFF_MAX: "10" }))
+        )
+        assert.include(String(inverted), "REPRISE_BACKOFF_MAX")
+        const nan = yield* Effect.flip(Policy.PolicySettings.pipe(provide({ REPRISE_BACKOFF_BASE: "fast" })))
+        assert.include(String(nan), "REPRISE_BACKOFF_BASE")
+      }))
+  })
+})
