@@ -67,3 +67,23 @@ export * as TransportError from "./TransportError.js"
  * @since 0.1.0
  */
 export * as Overflow from "./Overflow.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as BuiltinTools from "./BuiltinTools.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Chat from "./Chat.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Tool from "./Tool.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Transcript from "./Transcript.js"

@@ -1,0 +1,183 @@
+/**
+ * `Chat.step` is one conversation turn with its tool loop:
+ *
+ * 1. reply with recovery (`Recovery.generate`, the {@link Tool.Toolkit}'s definitions in the request);
+ * 2. commit the reply: its assistant message is reported to `onCommit` (which may persist it) and kept;
+ * 3. run the committed reply's tool calls, outside recovery, one at a time and in order: each call runs at most once
+ *    and only from a committed reply, never from a preview or a failed attempt;
+ * 4. commit each result the same way;
+ * 5. reply again, with everything committed so far in the request, until a reply asks for no tools (bounded by
+ *    `maxSteps` replies, else a {@link ChatError}).
+ *
+ * Every reply is its own recovery scope (wrap the step in `Budget.scoped` to give the whole step one allowance).
+ * A retry inside a later reply replays only that reply: the messages committed earlier in the step are part of
+ * every request it sends. When a reply fails, the step fails with that reply's error unchanged; the messages
+ * committed before it have already been reported to `onCommit`, so a caller that keeps (or persists) them there
+ * loses nothing.
+ *
+ * @since 0.1.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import type * as Generation from "./Generation.js"
+import type * as Message from "./Message.js"
+import type * as Provider from "./Provider.js"
+import * as Recovery from "./Recovery.js"
+import * as Tool from "./Tool.js"
+import * as Transcript from "./Transcript.js"
+
+/**
+ * What a step commits, in order: each reply, then the result of each of its tool calls. `message` is what a
+ * transcript stores.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Commit = Data.TaggedEnum<{
+  /** A committed reply; `message.toolCalls` are about to run (a CLI prints its `tool_call` events here). */
+  Reply: { readonly reply: Generation.Reply; readonly message: Message.AssistantMessage }
+  /** The committed result of one tool call (`message.isError` for an error result). */
+  ToolResult: { readonly call: Message.ToolCall; readonly message: Message.ToolResultMessage }
+}>
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const Commit = Data.taggedEnum<Commit>()
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<EC = never, RC = never, RH = never> {
+  readonly model: string
+  readonly system?: string | undefined
+  readonly maxTokens?: number | undefined
+  /** The most replies one step may request (the first included). Default {@link defaultMaxSteps}. */
+  readonly maxSteps?: number | undefined
+  /**
+   * Passed to every reply: stop surfacing output after the first complete tool call (only that call is committed
+   * and run), still draining the stream to its terminal event.
+   */
+  readonly earlyBreakOnToolCall?: boolean | undefined
+  /** Generation hooks, for every reply of the step (see `Recovery.Hooks`). */
+  readonly hooks?: Recovery.Hooks<RH> | undefined
+  /**
+   * Called with every commit, in order, before the step goes on (before a reply's tool calls run, before the next
+   * reply is requested). A failure here ends the step with that failure. See {@link persistTo}.
+   */
+  readonly onCommit?: ((commit: Commit) => Effect.Effect<void, EC, RC>) | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultMaxSteps = 16
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface StepResult {
+  /** The messages this step committed, in order: replies and tool results. */
+  readonly messages: ReadonlyArray<Message.Message>
+  /** The final reply, the one that asked for no tools. */
+  readonly reply: Generation.Reply
+  /** How many replies the step requested. */
+  readonly replies: number
+}
+
+/**
+ * A step that could not finish. `MaxSteps`: every one of `maxSteps` replies asked for tools; their calls ran and
+ * their results were committed, but no further reply was requested.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ChatError extends Schema.TaggedError<ChatError>("@reprise/core/ChatError")("ChatError", {
+  reason: Schema.Literal("MaxSteps"),
+  maxSteps: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `the model still asked for tools after ${this.maxSteps} replies (the step's limit)`
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isChatError = (u: unknown): u is ChatError => Predicate.isTagged(u, "ChatError")
+
+/**
+ * Runs one conversation step over `transcript` (the committed history, the new user message included) and returns
+ * what it committed.
+ *
+ * @since 0.1.0
+ * @category chat
+ */
+export const step = <EC = never, RC = never, RH = never>(
+  transcript: ReadonlyArray<Message.Message>,
+  options: Options<EC, RC, RH>
+): Effect.Effect<
+  StepResult,
+  Recovery.RecoveryError | ChatError | EC,
+  Provider.Provider | Tool.Toolkit | RC | RH
+> =>
+  Effect.gen(function*() {
+    const maxSteps = options.maxSteps ?? defaultMaxSteps
+    if (!Number.isInteger(maxSteps) || maxSteps < 1) {
+      return yield* Effect.dieMessage(`maxSteps must be an integer >= 1, got ${maxSteps}`)
+    }
+    const toolkit = yield* Tool.Toolkit
+    const committed: Array<Message.Message> = []
+    const commit = (entry: Commit): Effect.Effect<void, EC, RC> => {
+      committed.push(entry.message)
+      return options.onCommit === undefined ? Effect.void : options.onCommit(entry)
+    }
+    const recovery: Recovery.Options<RH> = {
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+      ...(options.earlyBreakOnToolCall === undefined ? {} : { earlyBreakOnToolCall: options.earlyBreakOnToolCall })
+    }
+
+    for (let replies = 1;; replies++) {
+      const reply = yield* Recovery.generate({
+        model: options.model,
+        // A copy: the request must not see messages committed after it was made.
+        messages: [...transcript, ...committed],
+        system: options.system,
+        maxTokens: options.maxTokens,
+        tools: toolkit.definitions.length === 0 ? undefined : toolkit.definitions,
+        earlyBreakOnToolCall: options.earlyBreakOnToolCall
+      }, recovery)
+      const message = reply.message
+      yield* commit(Commit.Reply({ reply, message }))
+      if (reply.toolCalls.length === 0) return { messages: committed, reply, replies }
+
+      // Outside recovery: the reply is committed, so nothing below can cause it to be replayed.
+      for (const call of reply.toolCalls) {
+        const result = yield* toolkit.run(call)
+        yield* commit(Commit.ToolResult({ call, message: result }))
+      }
+      if (replies >= maxSteps) return yield* new ChatError({ reason: "MaxSteps", maxSteps })
+    }
+  })
+
+/**
+ * An `onCommit` that appends every committed message to a JSONL transcript (see {@link Transcript.append}).
+ *
+ * @since 0.1.0
+ * @category chat
+ */
+export const persistTo = (
+  path: string
+): (commit: Commit) => Effect.Effect<void, Transcript.TranscriptError, FileSystem.FileSystem> =>
+(commit) => Transcript.append(path, [commit.message])

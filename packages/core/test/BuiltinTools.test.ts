@@ -1,0 +1,156 @@
+import { FileSystem, Path } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Exit, TestClock } from "effect"
+import * as BuiltinTools from "../src/BuiltinTools.js"
+import type * as Message from "../src/Message.js"
+
+const call = (name: string, args: unknown, id = "call_1") => ({ id, name, arguments: args })
+
+/** A workspace and a sibling directory outside it, both in a scoped temp directory. */
+const setup = Effect.gen(function*() {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const base = yield* fs.makeTempDirectoryScoped({ prefix: "reprise-tools-" })
+  const workspace = path.join(base, "workspace")
+  const outside = path.join(base, "outside")
+  yield* fs.makeDirectory(workspace)
+  yield* fs.makeDirectory(outside)
+  const toolkit = yield* BuiltinTools.toolkit(["append_file"], { workspace })
+  return { fs, path, base, workspace, outside, toolkit }
+})
+
+const expectRefused = (result: Message.ToolResultMessage, why: string) => {
+  assert.isTrue(result.isError, result.content)
+  assert.strictEqual(result.name, "append_file")
+  assert.include(result.content, `append_file: ${why}`)
+}
+
+describe("BuiltinTools", () => {
+  describe("now", () => {
+    it.effect("returns the Clock's time in ISO 8601", () =>
+      Effect.gen(function*() {
+        const toolkit = yield* BuiltinTools.toolkit(["now"])
+        yield* TestClock.setTime(Date.UTC(2025, 0, 31, 12, 0, 0))
+        const first = yield* toolkit.run(call("now", {}))
+        assert.deepStrictEqual([first.isError, first.content], [false, "2025-01-31T12:00:00.000Z"])
+        yield* TestClock.adjust(Duration.seconds(90))
+        const second = yield* toolkit.run(call("now", {}))
+        assert.strictEqual(second.content, "2025-01-31T12:01:30.000Z")
+      }).pipe(Effect.provide(NodeContext.layer)))
+  })
+
+  describe("append_file", () => {
+    it.scoped("appends the line and a newline, relative to the workspace, and returns ok", () =>
+      Effect.gen(function*() {
+        const { fs, path, toolkit, workspace } = yield* setup
+        yield* fs.makeDirectory(path.join(workspace, "notes"))
+        const first = yield* toolkit.run(call("append_file", { path: "notes/log.txt", line: "one" }))
+        const second = yield* toolkit.run(call("append_file", { path: "./notes/../notes/log.txt", line: "two" }))
+        assert.deepStrictEqual([first.isError, first.content], [false, "ok"])
+        assert.deepStrictEqual([second.isError, second.content], [false, "ok"])
+        assert.strictEqual(yield* fs.readFileString(path.join(workspace, "notes/log.txt")), "one\ntwo\n")
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.scoped("refuses absolute paths and paths that leave the workspace", () =>
+      Effect.gen(function*() {
+        const { fs, outside, path, toolkit } = yield* setup
+        const escaping = [
+          [path.join(outside, "abs.txt"), "absolute paths are refused"],
+          ["../outside/dotdot.txt", "path resolves outside the workspace"],
+          ["sub/../../outside/nested.txt", "path resolves outside the workspace"],
+          [".", "path resolves outside the workspace"],
+          ["", "path is empty"]
+        ]
+        for (const [target, why] of escaping) {
+          const result = yield* toolkit.run(call("append_file", { path: target, line: "x" }))
+          expectRefused(result, why)
+        }
+        assert.deepStrictEqual(yield* fs.readDirectory(outside), [])
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.scoped("refuses symbolic links that lead outside the workspace", () =>
+      Effect.gen(function*() {
+        const { fs, outside, path, toolkit, workspace } = yield* setup
+        yield* fs.writeFileString(path.join(outside, "existing.txt"), "keep\n")
+        yield* fs.symlink(outside, path.join(workspace, "dir-link"))
+        yield* fs.symlink(path.join(outside, "existing.txt"), path.join(workspace, "file-link"))
+        yield* fs.symlink(path.join(outside, "missing.txt"), path.join(workspace, "dangling-link"))
+        const escaping = [
+          ["dir-link/new.txt", "path resolves outside the workspace"],
+          ["file-link", "path resolves outside the workspace"],
+          ["dangling-link", "path is a symbolic link to a missing file"]
+        ]
+        for (const [target, why] of escaping) {
+          const result = yield* toolkit.run(call("append_file", { path: target, line: "x" }))
+          expectRefused(result, why)
+        }
+        assert.deepStrictEqual((yield* fs.readDirectory(outside)).sort(), ["existing.txt"])
+        assert.strictEqual(yield* fs.readFileString(path.join(outside, "existing.txt")), "keep\n")
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.scoped("follows symbolic links that stay inside the workspace", () =>
+      Effect.gen(function*() {
+        const { fs, path, toolkit, workspace } = yield* setup
+        yield* fs.makeDirectory(path.join(workspace, "real"))
+        yield* fs.symlink(path.join(workspace, "real"), path.join(workspace, "alias"))
+        const result = yield* toolkit.run(call("append_file", { path: "alias/f.txt", line: "in" }))
+        assert.deepStrictEqual([result.isError, result.content], [false, "ok"])
+        assert.strictEqual(yield* fs.readFileString(path.join(workspace, "real/f.txt")), "in\n")
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.scoped("a missing directory or bad arguments give error results", () =>
+      Effect.gen(function*() {
+        const { fs, toolkit, workspace } = yield* setup
+        const missing = yield* toolkit.run(call("append_file", { path: "no/such/dir.txt", line: "x" }))
+        assert.isTrue(missing.isError)
+        assert.include(missing.content, "does not exist")
+        assert.notInclude(missing.content, workspace)
+        const bad = yield* toolkit.run(call("append_file", { path: "f.txt" }))
+        assert.isTrue(bad.isError)
+        assert.include(bad.content, "invalid arguments")
+        assert.deepStrictEqual(yield* fs.readDirectory(workspace), [])
+      }).pipe(Effect.provide(NodeContext.layer)))
+  })
+
+  describe("toolkit", () => {
+    it.scoped("builds the named tools in order, with their definitions", () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const workspace = yield* fs.makeTempDirectoryScoped()
+        const toolkit = yield* BuiltinTools.toolkit(["append_file", "now", "now"], { workspace })
+        assert.deepStrictEqual(toolkit.definitions.map((d) => d.name), ["append_file", "now"])
+        const appendFile = toolkit.definitions[0]
+        assert.deepStrictEqual(appendFile.parameters.required, ["path", "line"])
+        assert.deepStrictEqual(toolkit.definitions[1].parameters, {
+          type: "object",
+          properties: {},
+          required: [],
+          additionalProperties: false
+        })
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.effect("an unknown name is a ToolSelectionError", () =>
+      Effect.gen(function*() {
+        const error = yield* Effect.flip(BuiltinTools.toolkit(["now", "rm"]))
+        assert.strictEqual(error._tag, "ToolSelectionError")
+        assert.strictEqual(error.reason, "UnknownTool")
+        assert.strictEqual(error.tool, "rm")
+        assert.strictEqual(error.message, `unknown tool "rm" (available: now, append_file)`)
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.effect("append_file needs an existing workspace directory", () =>
+      Effect.gen(function*() {
+        const missing = yield* Effect.flip(BuiltinTools.toolkit(["append_file"]))
+        assert.strictEqual(missing.reason, "MissingWorkspace")
+        const invalid = yield* Effect.flip(
+          BuiltinTools.toolkit(["append_file"], { workspace: "/definitely/not/a/dir" })
+        )
+        assert.strictEqual(invalid.reason, "InvalidWorkspace")
+        const layered = yield* Effect.exit(
+          Effect.provide(Effect.void, BuiltinTools.layer(["nope"]))
+        )
+        assert.isTrue(Exit.isFailure(layered))
+      }).pipe(Effect.provide(NodeContext.layer)))
+  })
+})

@@ -1,0 +1,102 @@
+import { FileSystem, Path } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Message from "../src/Message.js"
+import * as Transcript from "../src/Transcript.js"
+
+const session = Effect.gen(function*() {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const dir = yield* fs.makeTempDirectoryScoped({ prefix: "reprise-transcript-" })
+  return { fs, file: path.join(dir, "session.jsonl") }
+})
+
+const messages: ReadonlyArray<Message.Message> = [
+  Message.system("be brief"),
+  Message.user("what time is it?"),
+  Message.assistant("", [{ id: "call_1", name: "now", arguments: {} }]),
+  Message.toolResult({ toolCallId: "call_1", name: "now", content: "2025-01-31T12:00:00.000Z" }),
+  Message.assistant("It is noon.\nUTC, that is — \"exactly\"."),
+  Message.toolResult({ toolCallId: "call_2", name: "rm", content: "not enabled", isError: true })
+]
+
+describe("Transcript", () => {
+  it.scoped("a missing file is an empty transcript, and is not created by loading", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      assert.deepStrictEqual(yield* Transcript.load(file), [])
+      assert.isFalse(yield* fs.exists(file))
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("round-trips committed messages, one JSON line each", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      yield* Transcript.append(file, messages.slice(0, 2))
+      yield* Transcript.append(file, messages.slice(2))
+      assert.deepStrictEqual(yield* Transcript.load(file), messages)
+      const lines = (yield* fs.readFileString(file)).split("\n")
+      assert.strictEqual(lines.length, messages.length + 1)
+      assert.strictEqual(lines[lines.length - 1], "")
+      assert.deepStrictEqual(JSON.parse(lines[1]), { role: "user", text: "what time is it?" })
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("appending never rewrites what is already there", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      yield* Transcript.append(file, [messages[0]])
+      const before = yield* fs.readFile(file)
+      const inode = (yield* fs.stat(file)).ino
+      yield* Transcript.append(file, [messages[1], messages[2]])
+      yield* Transcript.append(file, [])
+      const after = yield* fs.readFile(file)
+      assert.deepStrictEqual(after.subarray(0, before.length), before)
+      assert.isTrue(after.length > before.length)
+      assert.deepStrictEqual((yield* fs.stat(file)).ino, inode)
+      assert.deepStrictEqual(yield* Transcript.load(file), messages.slice(0, 3))
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a corrupt line fails with the path and its 1-based line number, and the file is untouched", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      const good = Transcript.encodeLine(messages[1])
+      const content = `${good}\n\n{"role":"assistant","text":"cut off"\n${good}\n`
+      yield* fs.writeFileString(file, content)
+      const error = yield* Effect.flip(Transcript.load(file))
+      assert.strictEqual(error._tag, "TranscriptError")
+      assert.strictEqual(error.reason, "Corrupt")
+      assert.strictEqual(error.path, file)
+      assert.strictEqual(error.line, 3)
+      assert.match(error.message, new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}:3: not a transcript`))
+      assert.strictEqual(yield* fs.readFileString(file), content)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a line that is JSON but not a message is corrupt too", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      yield* fs.writeFileString(file, `{"role":"tool","toolCallId":"a","name":"n","content":"c","isError":"no"}\n`)
+      const error = yield* Effect.flip(Transcript.load(file))
+      assert.strictEqual(error.line, 1)
+      assert.include(error.detail, "isError")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a file without its final newline gets one before the next line", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      const first = Transcript.encodeLine(messages[0])
+      yield* fs.writeFileString(file, first)
+      yield* Transcript.append(file, [messages[1]])
+      assert.strictEqual(yield* fs.readFileString(file), `${first}\n${Transcript.encodeLine(messages[1])}\n`)
+      assert.deepStrictEqual(yield* Transcript.load(file), messages.slice(0, 2))
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("an unreadable path is a Read error, an unwritable one a Write error", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const read = yield* Effect.flip(Transcript.load(dir))
+      assert.strictEqual(read.reason, "Read")
+      const write = yield* Effect.flip(Transcript.append(`${dir}/no/such/dir/s.jsonl`, [messages[0]]))
+      assert.strictEqual(write.reason, "Write")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
