@@ -1,1 +1,29 @@
-export {}
+/**
+ * @since 0.1.0
+ */
+export * as Cli from "./Cli.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ExitCode from "./ExitCode.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Output from "./Output.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Render from "./Render.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Settings from "./Settings.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Turn from "./Turn.js"

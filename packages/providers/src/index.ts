@@ -1,1 +1,41 @@
 export {}
+
+/**
+ * @since 0.1.0
+ */
+export * as Simulator from "./Simulator.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SimulatorScript from "./SimulatorScript.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as AnthropicMessages from "./AnthropicMessages.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as HttpProvider from "./HttpProvider.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as OpenAiChat from "./OpenAiChat.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as OpenAiResponses from "./OpenAiResponses.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as ProviderOptions from "./ProviderOptions.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Subscription from "./Subscription.js"

@@ -1,0 +1,125 @@
+/**
+ * How the `reprise` binary ends: one exit code per kind of outcome, and a short class name for each error, used on
+ * stderr and in `--json` `error` events.
+ *
+ * | code | meaning |
+ * |---|---|
+ * | 0 | committed (an incomplete finish such as `length` too, with a notice on stderr) |
+ * | 1 | permanent provider error: bad request, quota, redirect refused, malformed stream, unrecoverable overflow |
+ * | 2 | usage or configuration error: bad flag, missing key, invalid number, corrupt session file |
+ * | 75 | transient failure not recovered: attempts or deadline exhausted, rate limited, Retry-After past the deadline |
+ * | 76 | authentication or permission (401/403) |
+ * | 77 | model not found (404) |
+ * | 130 | interrupted (SIGINT); nothing committed by the interrupted turn |
+ *
+ * @since 0.1.0
+ */
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Classification from "@reprise/core/Classification"
+import * as HookError from "@reprise/core/HookError"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
+import * as RecoveryExhausted from "@reprise/core/RecoveryExhausted"
+import * as TransportError from "@reprise/core/TransportError"
+import * as ConfigError from "effect/ConfigError"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+
+/**
+ * @since 0.1.0
+ * @category codes
+ */
+export const ExitCode = {
+  Committed: 0,
+  Permanent: 1,
+  Usage: 2,
+  Transient: 75,
+  Auth: 76,
+  NotFound: 77,
+  Interrupted: 130
+} as const
+
+/**
+ * A usage or configuration problem found by the CLI itself (a value out of range, a missing key, a missing model).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class UsageError extends Schema.TaggedError<UsageError>("@reprise/cli/UsageError")("UsageError", {
+  detail: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return this.detail
+  }
+}
+
+/**
+ * The class and exit code of an error.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Outcome {
+  /** e.g. `RecoveryExhausted.Attempts`, `ProviderRejection.Authentication`, `UsageError`. */
+  readonly class: string
+  readonly exitCode: number
+  readonly message: string
+}
+
+const hasTag = (u: unknown, tag: string) => Predicate.isTagged(u, tag)
+
+/**
+ * Classifies any error the CLI can end with.
+ *
+ * @since 0.1.0
+ * @category classification
+ */
+export const classify = (error: unknown): Outcome => {
+  if (RecoveryExhausted.isRecoveryExhausted(error)) {
+    return { class: `RecoveryExhausted.${error.reason}`, exitCode: ExitCode.Transient, message: error.message }
+  }
+  if (ProviderRejection.isProviderRejection(error)) {
+    const exitCode = error.reason === "Authentication" || error.reason === "Permission"
+      ? ExitCode.Auth
+      : error.reason === "NotFound"
+      ? ExitCode.NotFound
+      : ExitCode.Permanent
+    return { class: `ProviderRejection.${error.reason}`, exitCode, message: error.message }
+  }
+  if (TransportError.isTransportError(error)) {
+    // A transient failure that was not replayed (recovery off, or blocked by external effects) may be resumed later;
+    // one the allowlist refuses (x-should-retry: false, an unknown status or code) is permanent.
+    const transient = Classification.isRetryable(error)
+    return {
+      class: `TransportError.${error.reason}`,
+      exitCode: transient ? ExitCode.Transient : ExitCode.Permanent,
+      message: error.message
+    }
+  }
+  if (error instanceof UsageError || ValidationError.isValidationError(error) || ConfigError.isConfigError(error)) {
+    return { class: "UsageError", exitCode: ExitCode.Usage, message: usageMessage(error) }
+  }
+  if (hasTag(error, "ScriptError") || hasTag(error, "ToolSelectionError")) {
+    return { class: (error as { readonly _tag: string })._tag, exitCode: ExitCode.Usage, message: messageOf(error) }
+  }
+  if (hasTag(error, "TranscriptError")) {
+    return { class: "TranscriptError", exitCode: ExitCode.Usage, message: messageOf(error) }
+  }
+  if (HookError.isHookError(error)) return { class: "HookError", exitCode: ExitCode.Permanent, message: error.message }
+  return { class: "InternalError", exitCode: ExitCode.Permanent, message: messageOf(error) }
+}
+
+const messageOf = (error: unknown): string =>
+  error instanceof Error
+    ? error.message
+    : Predicate.hasProperty(error, "message")
+    ? String(error.message)
+    : String(error)
+
+const usageMessage = (error: unknown): string => {
+  if (ConfigError.isConfigError(error)) return String(error)
+  if (ValidationError.isValidationError(error)) return "invalid command line (see reprise --help)"
+  return messageOf(error)
+}

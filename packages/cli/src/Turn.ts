@@ -1,0 +1,90 @@
+/**
+ * One turn of the CLI: the user's prompt, the conversation step with its tool loop under recovery, rendering and
+ * the session file. Shared by `chat` (one turn) and `repl` (one turn per line).
+ *
+ * The user's message is committed together with the turn's first committed reply: a prompt whose turn committed
+ * nothing (exhausted, interrupted) leaves no trace in the transcript or the session file.
+ *
+ * @since 0.1.0
+ */
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as Budget from "@reprise/core/Budget"
+import * as Chat from "@reprise/core/Chat"
+import * as Message from "@reprise/core/Message"
+import * as Policy from "@reprise/core/Policy"
+import * as Recovery from "@reprise/core/Recovery"
+import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
+import type * as Tool from "@reprise/core/Tool"
+import * as Transcript from "@reprise/core/Transcript"
+import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Output from "./Output.js"
+import * as Render from "./Render.js"
+import type * as Settings from "./Settings.js"
+
+/**
+ * The provider layer for the settings' protocol over the undici client, with the budget and wait settings.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const providerLayer = (settings: Settings.Settings) =>
+  Layer.mergeAll(
+    HttpProvider.layerUndici(settings.protocol, {
+      apiKey: settings.apiKey,
+      baseUrl: settings.baseUrl,
+      firstByteTimeout: settings.firstByteTimeout,
+      idleTimeout: settings.idleTimeout
+    }),
+    Budget.layer({ maxAttempts: settings.maxAttempts, deadline: settings.deadline }),
+    Policy.layer({ backoffBase: settings.backoffBase, backoffMax: settings.backoffMax })
+  )
+
+/**
+ * Runs one turn over the committed `history` and returns the messages it committed (the user's prompt first, when
+ * anything was committed).
+ *
+ * @since 0.1.0
+ * @category turns
+ */
+export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.Message>, prompt: string) =>
+  Effect.gen(function*() {
+    const output = yield* Output.Output
+    const render = yield* Render.make(Render.mode(settings.json, output.isTTY))
+    const user = Message.user(prompt)
+    const committed: Array<Message.Message> = []
+    const persist = (messages: ReadonlyArray<Message.Message>) =>
+      Option.match(settings.session, {
+        onNone: () => Effect.void,
+        onSome: (path) => Transcript.append(path, messages)
+      })
+    const onCommit = (commit: Chat.Commit) =>
+      Effect.gen(function*() {
+        const first = committed.length === 0
+        if (first) committed.push(user)
+        committed.push(commit.message)
+        yield* persist(first ? [user, commit.message] : [commit.message])
+        if (commit._tag === "Reply") {
+          yield* render.commit(commit.reply, commit.reply.toolCalls.length === 0)
+          for (const call of commit.reply.toolCalls) yield* render.toolCall(call)
+        } else {
+          yield* render.toolResult(commit.message)
+        }
+      })
+    const step = Chat.step([...history, user], {
+      model: settings.model,
+      system: Option.getOrUndefined(settings.system),
+      maxTokens: Option.getOrUndefined(settings.maxTokens),
+      onCommit
+    }).pipe(Effect.provideService(RecoveryNotifications.RecoveryNotifications, render.notifications))
+    const result = yield* Effect.either(settings.recovery ? step : Recovery.disabled(step))
+    return { committed, result, render }
+  })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Requirements = Output.Output | Tool.Toolkit | FileSystem.FileSystem

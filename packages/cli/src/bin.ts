@@ -1,0 +1,35 @@
+/**
+ * The `reprise` executable.
+ *
+ * Exit codes: 0 committed, 1 permanent provider error, 2 usage or configuration error, 75 transient failure not
+ * recovered, 76 authentication or permission, 77 model not found, 130 interrupted.
+ *
+ * @since 0.1.0
+ */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Cli from "./Cli.js"
+import * as ExitCode from "./ExitCode.js"
+import * as Output from "./Output.js"
+
+const json = process.argv.includes("--json")
+
+const main = Cli.run(process.argv).pipe(
+  Effect.as(ExitCode.ExitCode.Committed as number),
+  Effect.catchAll((error) => Cli.exitCodeOf(error, json)),
+  Effect.provide(Layer.merge(NodeContext.layer, Output.layerProcess))
+)
+
+NodeRuntime.runMain(main, {
+  disableErrorReporting: true,
+  teardown: (exit, onExit) => {
+    if (Exit.isSuccess(exit)) return onExit(exit.value as number)
+    if (Cause.isInterruptedOnly(exit.cause)) return onExit(ExitCode.ExitCode.Interrupted)
+    process.stderr.write(`reprise: internal error: ${Cause.pretty(exit.cause)}\n`)
+    onExit(ExitCode.ExitCode.Permanent)
+  }
+})

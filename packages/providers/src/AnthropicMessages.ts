@@ -1,0 +1,425 @@
+/**
+ * The `anthropic` protocol: Anthropic Messages (`POST {base}/v1/messages`, `x-api-key`, `anthropic-version`).
+ *
+ * - The terminal is `message_stop`; reading stops there. `ping` events are ignored and do not count as progress.
+ * - `tool_use` input is assembled from `input_json_delta` per content block and parsed at the block's
+ *   `content_block_stop` (a complete JSON boundary); a tool call announced whole in `message_start` or in
+ *   `content_block_start` (no deltas) keeps the input given there. Input that is not complete JSON is never emitted:
+ *   the stream fails with `TransportError{reason: "TruncatedToolArguments"}` at `message_stop`.
+ * - `server_tool_use` blocks and server-side tool results are not tool calls and not text; `thinking` is reasoning.
+ * - An `error` event is classified by its type (`overloaded_error`, `api_error`, `rate_limit_error` are transient).
+ *
+ * @since 0.1.0
+ */
+import type * as Sse from "@effect/experimental/Sse"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
+import * as Provider from "@reprise/core/Provider"
+import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import type * as TransportError from "@reprise/core/TransportError"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as Http from "./internal/http.js"
+import * as Internal from "./internal/provider.js"
+import * as SseInternal from "./internal/sse.js"
+import * as ProviderOptions from "./ProviderOptions.js"
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const protocol = "anthropic" as const
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultAnthropicVersion = "2023-06-01"
+
+/**
+ * Anthropic requires `max_tokens`; this is sent when the request has none.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultMaxTokens = 4096
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends ProviderOptions.Options {
+  /** The `anthropic-version` header. Default `2023-06-01`. */
+  readonly anthropicVersion?: string | undefined
+  /** `max_tokens` when the request has none. Default 4096. */
+  readonly defaultMaxTokens?: number | undefined
+}
+
+const Usage = Schema.Struct({
+  input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  output_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+})
+
+const Block = Schema.Struct({
+  type: Schema.String,
+  id: Schema.optional(Schema.Unknown),
+  name: Schema.optional(Schema.Unknown),
+  input: Schema.optional(Schema.Unknown),
+  text: Schema.optional(Schema.Unknown),
+  thinking: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * One Messages stream event, as far as reprise reads it. Unknown fields and event types are ignored.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const MessagesEvent = Schema.Struct({
+  type: Schema.String,
+  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  message: Schema.optional(Schema.NullOr(Schema.Struct({
+    content: Schema.optional(Schema.NullOr(Schema.Array(Block))),
+    stop_reason: Schema.optional(Schema.NullOr(Schema.String)),
+    usage: Schema.optional(Schema.NullOr(Usage))
+  }))),
+  content_block: Schema.optional(Schema.NullOr(Block)),
+  delta: Schema.optional(Schema.NullOr(Schema.Struct({
+    type: Schema.optional(Schema.NullOr(Schema.String)),
+    text: Schema.optional(Schema.Unknown),
+    thinking: Schema.optional(Schema.Unknown),
+    partial_json: Schema.optional(Schema.Unknown),
+    stop_reason: Schema.optional(Schema.NullOr(Schema.String))
+  }))),
+  usage: Schema.optional(Schema.NullOr(Usage)),
+  error: Schema.optional(Schema.NullOr(Schema.Struct({
+    type: Schema.optional(Schema.NullOr(Schema.String)),
+    message: Schema.optional(Schema.NullOr(Schema.String))
+  })))
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type MessagesEvent = typeof MessagesEvent.Type
+
+/**
+ * Maps a Messages `stop_reason`.
+ *
+ * @since 0.1.0
+ * @category finish reasons
+ */
+export const finishReason = (reason: string): Generation.FinishReason => {
+  switch (reason) {
+    case "end_turn":
+    case "stop_sequence":
+      return "stop"
+    case "tool_use":
+      return "tool_calls"
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length"
+    case "refusal":
+      return "content_filter"
+    default:
+      return "other"
+  }
+}
+
+type Role = "user" | "assistant"
+
+/**
+ * The JSON body of a request: `model`, `max_tokens`, `system` (the request's system text and any system messages),
+ * `messages` (tool results as `tool_result` blocks of a user turn, consecutive turns of one role merged), `tools`
+ * and `stream: true`.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const requestBody = (
+  request: Generation.GenerationRequest,
+  maxTokens: number = defaultMaxTokens
+): Record<string, unknown> => {
+  const system: Array<string> = []
+  if (request.system !== undefined && request.system.length > 0) system.push(request.system)
+  const messages: Array<{ role: Role; content: Array<Record<string, unknown>> }> = []
+  const push = (role: Role, blocks: ReadonlyArray<Record<string, unknown>>) => {
+    if (blocks.length === 0) return
+    const last = messages[messages.length - 1]
+    if (last !== undefined && last.role === role) last.content.push(...blocks)
+    else messages.push({ role, content: [...blocks] })
+  }
+  for (const m of request.messages as ReadonlyArray<Message.Message>) {
+    switch (m.role) {
+      case "system":
+        system.push(m.text)
+        break
+      case "user":
+        push("user", [{ type: "text", text: m.text }])
+        break
+      case "assistant":
+        push("assistant", [
+          ...(m.text.length > 0 ? [{ type: "text", text: m.text }] : []),
+          ...m.toolCalls.map((call) => ({
+            type: "tool_use",
+            id: call.id,
+            name: call.name,
+            input: call.arguments ?? {}
+          }))
+        ])
+        break
+      case "tool":
+        push("user", [{ type: "tool_result", tool_use_id: m.toolCallId, content: m.content, is_error: m.isError }])
+        break
+    }
+  }
+  return {
+    model: request.model,
+    max_tokens: request.maxTokens ?? maxTokens,
+    ...(system.length > 0 ? { system: system.join("\n\n") } : {}),
+    messages,
+    ...(request.tools !== undefined && request.tools.length > 0
+      ? {
+        tools: request.tools.map((tool) => ({
+          name: tool.name,
+          description: tool.description,
+          input_schema: tool.parameters
+        }))
+      }
+      : {}),
+    stream: true
+  }
+}
+
+const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
+
+interface ToolBlock {
+  readonly ordinal: number
+  readonly id: string
+  readonly name: string
+  readonly input: unknown
+  json: string
+  deltas: number
+  closed: boolean
+}
+
+const decoder = (settings: Http.Settings, context: { readonly requestId: string | undefined }) => {
+  const decodeEvent = SseInternal.jsonDecoder(MessagesEvent, settings)
+  const decode = (event: Sse.Event) =>
+    event.event === "ping"
+      ? Effect.succeed(Option.none())
+      : Effect.map(decodeEvent(event), (e) => e.type === "ping" ? Option.none() : Option.some(e))
+
+  const tools = new Map<number, ToolBlock>()
+  let ordinal = 0
+  let stopReason: string | undefined
+  let inputTokens: number | undefined
+  let outputTokens: number | undefined
+  let truncated: TransportError.TransportError | undefined
+  let done = false
+
+  const usageFrom = (usage: typeof Usage.Type | null | undefined) => {
+    if (usage === undefined || usage === null) return
+    if (typeof usage.input_tokens === "number") {
+      inputTokens = usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0)
+    }
+    if (typeof usage.output_tokens === "number") outputTokens = usage.output_tokens
+  }
+
+  const close = (block: ToolBlock): Option.Option<Generation.GenerationEvent> => {
+    block.closed = true
+    const args = block.deltas > 0 && block.json.trim().length > 0
+      ? Internal.parseArguments(block.json)
+      : Option.some(block.input ?? {})
+    if (Option.isNone(args)) {
+      truncated ??= Internal.truncatedArguments(protocol, block.name, block.json)
+      return Option.none()
+    }
+    return Option.some(Generation.ToolCallComplete({ call: { id: block.id, name: block.name, arguments: args.value } }))
+  }
+
+  const startBlock = (
+    index: number | undefined,
+    block: typeof Block.Type,
+    out: Array<Generation.GenerationEvent>
+  ): ToolBlock | undefined => {
+    switch (block.type) {
+      case "text": {
+        const text = str(block.text)
+        if (text !== undefined && text.length > 0) out.push(Generation.TextDelta({ text }))
+        return undefined
+      }
+      case "thinking": {
+        const text = str(block.thinking)
+        if (text !== undefined && text.length > 0) out.push(Generation.ReasoningDelta({ text }))
+        return undefined
+      }
+      case "tool_use": {
+        const tool: ToolBlock = {
+          ordinal: ordinal++,
+          id: str(block.id) ?? `toolu_${ordinal}`,
+          name: str(block.name) ?? "",
+          input: block.input,
+          json: "",
+          deltas: 0,
+          closed: false
+        }
+        if (index !== undefined) tools.set(index, tool)
+        out.push(Generation.ToolCallDelta({ index: tool.ordinal, id: tool.id, name: tool.name, argumentsDelta: "" }))
+        return tool
+      }
+      default:
+        return undefined
+    }
+  }
+
+  const step = (
+    event: MessagesEvent
+  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    if (done) return Effect.succeed([])
+    const out: Array<Generation.GenerationEvent> = []
+    switch (event.type) {
+      case "message_start": {
+        const message = event.message
+        if (message === undefined || message === null) break
+        usageFrom(message.usage)
+        if (typeof message.stop_reason === "string") stopReason = message.stop_reason
+        // A message may arrive whole in `message_start` (programmatic tool calling): its blocks are complete.
+        for (const block of message.content ?? []) {
+          const tool = startBlock(undefined, block, out)
+          if (tool !== undefined) Option.map(close(tool), (e) => out.push(e))
+        }
+        break
+      }
+      case "content_block_start": {
+        if (event.content_block !== undefined && event.content_block !== null) {
+          startBlock(event.index ?? undefined, event.content_block, out)
+        }
+        break
+      }
+      case "content_block_delta": {
+        const delta = event.delta
+        if (delta === undefined || delta === null) break
+        if (delta.type === "text_delta") {
+          const text = str(delta.text)
+          if (text !== undefined && text.length > 0) out.push(Generation.TextDelta({ text }))
+        } else if (delta.type === "thinking_delta") {
+          const text = str(delta.thinking)
+          if (text !== undefined && text.length > 0) out.push(Generation.ReasoningDelta({ text }))
+        } else if (delta.type === "input_json_delta") {
+          const tool = event.index === undefined || event.index === null ? undefined : tools.get(event.index)
+          const json = str(delta.partial_json) ?? ""
+          if (tool !== undefined && !tool.closed) {
+            tool.json += json
+            tool.deltas++
+            out.push(
+              Generation.ToolCallDelta({ index: tool.ordinal, id: tool.id, name: tool.name, argumentsDelta: json })
+            )
+          }
+        }
+        break
+      }
+      case "content_block_stop": {
+        const tool = event.index === undefined || event.index === null ? undefined : tools.get(event.index)
+        if (tool !== undefined && !tool.closed) Option.map(close(tool), (e) => out.push(e))
+        break
+      }
+      case "message_delta": {
+        if (typeof event.delta?.stop_reason === "string") stopReason = event.delta.stop_reason
+        usageFrom(event.usage)
+        break
+      }
+      case "message_stop": {
+        for (const tool of [...tools.values()].sort((a, b) => a.ordinal - b.ordinal)) {
+          if (!tool.closed) Option.map(close(tool), (e) => out.push(e))
+        }
+        if (truncated !== undefined) return Effect.fail(truncated)
+        done = true
+        const usage = inputTokens !== undefined || outputTokens !== undefined
+          ? { inputTokens: inputTokens ?? 0, outputTokens: outputTokens ?? 0 }
+          : undefined
+        out.push(
+          ...Internal.finishEvents(
+            usage,
+            stopReason === undefined ? "other" : finishReason(stopReason),
+            stopReason ?? "unknown"
+          )
+        )
+        break
+      }
+      case "error": {
+        return Effect.fail(Http.inBandError(settings, {
+          type: event.error?.type,
+          detail: event.error?.message ?? undefined,
+          requestId: context.requestId
+        }))
+      }
+      default:
+        break
+    }
+    return Effect.succeed(out)
+  }
+
+  const machine: SseInternal.Machine<MessagesEvent> = {
+    step,
+    done: () => done,
+    end: (failure) => Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
+  }
+  return { decode, machine }
+}
+
+const isPositiveInteger = (n: unknown): n is number => Predicate.isNumber(n) && Number.isInteger(n) && n > 0
+
+/**
+ * A Messages provider over the `HttpClient` in context (use `NodeHttpClient.layerUndici`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
+  Effect.map(HttpClient.HttpClient, (client) => {
+    const settings = Http.settings(protocol, options)
+    const version = options.anthropicVersion ?? defaultAnthropicVersion
+    const maxTokens = options.defaultMaxTokens ?? defaultMaxTokens
+    if (!isPositiveInteger(maxTokens)) throw new RangeError(`defaultMaxTokens must be an integer >= 1`)
+    return Internal.makeService({
+      protocol,
+      client,
+      settings,
+      request: (request) => ({
+        url: `${settings.baseUrl}/v1/messages`,
+        headers: { "anthropic-version": version },
+        apiKeyHeader: "x-api-key",
+        body: requestBody(request, maxTokens),
+        fallbacks: {}
+      }),
+      decoder: (context) => decoder(settings, context)
+    })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Provider.Provider, never, HttpClient.HttpClient> =>
+  Layer.effect(Provider.Provider, make(options))
+
+/**
+ * The provider with its options from the environment: `ANTHROPIC_API_KEY` (or `apiKeyEnv`), `ANTHROPIC_BASE_URL`
+ * (default `https://api.anthropic.com`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options?: ProviderOptions.ConfigOptions | undefined
+): Layer.Layer<Provider.Provider, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.unwrapEffect(Effect.map(ProviderOptions.config(protocol, options), layer))

@@ -1,0 +1,104 @@
+/**
+ * A provider chosen by protocol name: what the CLI needs to turn `--provider`, `--base-url`, the key and the timeouts
+ * into a `Provider` layer. Each protocol module (`OpenAiChat`, `OpenAiResponses`, `AnthropicMessages`,
+ * `Subscription`) can also be used directly.
+ *
+ * @since 0.1.0
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
+import type * as Provider from "@reprise/core/Provider"
+import type * as ConfigError from "effect/ConfigError"
+import type * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as AnthropicMessages from "./AnthropicMessages.js"
+import * as OpenAiChat from "./OpenAiChat.js"
+import * as OpenAiResponses from "./OpenAiResponses.js"
+import * as ProviderOptions from "./ProviderOptions.js"
+import * as Subscription from "./Subscription.js"
+
+/**
+ * The options of any protocol; `anthropicVersion` and `defaultMaxTokens` are read by `anthropic` only.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends ProviderOptions.Options {
+  readonly anthropicVersion?: string | undefined
+  readonly defaultMaxTokens?: number | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  protocol: ProviderOptions.Protocol,
+  options: Options
+): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> => {
+  switch (protocol) {
+    case "openai-chat":
+      return OpenAiChat.make(options)
+    case "openai-responses":
+      return OpenAiResponses.make(options)
+    case "anthropic":
+      return AnthropicMessages.make(options)
+    case "subscription":
+      return Subscription.make(options)
+  }
+}
+
+/**
+ * The provider of `protocol` over the `HttpClient` in context.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  protocol: ProviderOptions.Protocol,
+  options: Options
+): Layer.Layer<Provider.Provider, never, HttpClient.HttpClient> => {
+  switch (protocol) {
+    case "openai-chat":
+      return OpenAiChat.layer(options)
+    case "openai-responses":
+      return OpenAiResponses.layer(options)
+    case "anthropic":
+      return AnthropicMessages.layer(options)
+    case "subscription":
+      return Subscription.layer(options)
+  }
+}
+
+/**
+ * The provider of `protocol` over the undici client of `@effect/platform-node` (which never follows redirects).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerUndici = (
+  protocol: ProviderOptions.Protocol,
+  options: Options
+): Layer.Layer<Provider.Provider> => Layer.provide(layer(protocol, options), NodeHttpClient.layerUndici)
+
+/**
+ * The provider of `protocol` with its options from the environment (see `ProviderOptions.config`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  protocol: ProviderOptions.Protocol,
+  options?: ProviderOptions.ConfigOptions | undefined
+): Layer.Layer<Provider.Provider, ConfigError.ConfigError, HttpClient.HttpClient> => {
+  switch (protocol) {
+    case "openai-chat":
+      return OpenAiChat.layerConfig(options)
+    case "openai-responses":
+      return OpenAiResponses.layerConfig(options)
+    case "anthropic":
+      return AnthropicMessages.layerConfig(options)
+    case "subscription":
+      return Subscription.layerConfig(options)
+  }
+}

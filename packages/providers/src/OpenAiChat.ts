@@ -1,0 +1,331 @@
+/**
+ * The `openai-chat` protocol: OpenAI Chat Completions (`POST {base}/chat/completions`, `Authorization: Bearer`) and
+ * the many servers that speak it.
+ *
+ * - The terminal is a choice with a non-null `finish_reason`. `[DONE]` alone is not a terminal; a usage-only chunk
+ *   after the finish is normal and read until `[DONE]` or the end of the body. Once the terminal has arrived, a
+ *   failure while reading that trailer ends the stream normally: the reply is complete.
+ * - `tool_calls` deltas accumulate by `index`; the arguments are parsed when the terminal arrives, and a call whose
+ *   arguments are not complete JSON then fails the stream with `TruncatedToolArguments` and is never emitted.
+ * - An `{"error": {...}}` chunk is an in-band error classified by its code and type.
+ * - Capability fallback: when the model rejects `max_tokens` as unsupported, the request is sent once more with
+ *   `max_completion_tokens`; when it rejects `stream_options`, once more without it.
+ *
+ * @since 0.1.0
+ */
+import type * as Sse from "@effect/experimental/Sse"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
+import * as Provider from "@reprise/core/Provider"
+import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Http from "./internal/http.js"
+import * as Internal from "./internal/provider.js"
+import * as SseInternal from "./internal/sse.js"
+import * as ProviderOptions from "./ProviderOptions.js"
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const protocol = "openai-chat" as const
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends ProviderOptions.Options {}
+
+const NullableString = Schema.optional(Schema.NullOr(Schema.String))
+
+const ToolCallChunk = Schema.Struct({
+  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  id: NullableString,
+  function: Schema.optional(Schema.NullOr(Schema.Struct({ name: NullableString, arguments: NullableString })))
+})
+
+const Choice = Schema.Struct({
+  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  delta: Schema.optional(Schema.NullOr(Schema.Struct({
+    content: NullableString,
+    reasoning_content: NullableString,
+    reasoning: NullableString,
+    tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCallChunk)))
+  }))),
+  finish_reason: NullableString
+})
+
+const Usage = Schema.Struct({
+  prompt_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  completion_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+})
+
+const ErrorObject = Schema.Struct({
+  message: NullableString,
+  type: NullableString,
+  code: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Number)))
+})
+
+/**
+ * One Chat Completions chunk, as far as reprise reads it. Unknown fields are ignored.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ChatChunk = Schema.Struct({
+  choices: Schema.optional(Schema.NullOr(Schema.Array(Choice))),
+  usage: Schema.optional(Schema.NullOr(Usage)),
+  error: Schema.optional(Schema.NullOr(ErrorObject))
+})
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type ChatChunk = typeof ChatChunk.Type
+
+/**
+ * Maps a Chat Completions `finish_reason`.
+ *
+ * @since 0.1.0
+ * @category finish reasons
+ */
+export const finishReason = (reason: string): Generation.FinishReason => {
+  switch (reason) {
+    case "stop":
+      return "stop"
+    case "length":
+      return "length"
+    case "tool_calls":
+    case "function_call":
+      return "tool_calls"
+    case "content_filter":
+      return "content_filter"
+    default:
+      return "other"
+  }
+}
+
+const message = (m: Message.Message): Record<string, unknown> => {
+  switch (m.role) {
+    case "system":
+    case "user":
+      return { role: m.role, content: m.text }
+    case "assistant":
+      return m.toolCalls.length === 0
+        ? { role: "assistant", content: m.text }
+        : {
+          role: "assistant",
+          content: m.text.length > 0 ? m.text : null,
+          tool_calls: m.toolCalls.map((call) => ({
+            id: call.id,
+            type: "function",
+            function: { name: call.name, arguments: JSON.stringify(call.arguments ?? {}) }
+          }))
+        }
+    case "tool":
+      return { role: "tool", tool_call_id: m.toolCallId, content: m.content }
+  }
+}
+
+/**
+ * The JSON body of a request: `model`, `messages` (system first), `tools`, `max_tokens`, `stream: true` and
+ * `stream_options: {include_usage: true}`.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => {
+  const messages: Array<Record<string, unknown>> = []
+  if (request.system !== undefined && request.system.length > 0) {
+    messages.push({ role: "system", content: request.system })
+  }
+  for (const m of request.messages) messages.push(message(m))
+  return {
+    model: request.model,
+    messages,
+    ...(request.tools !== undefined && request.tools.length > 0
+      ? {
+        tools: request.tools.map((tool) => ({
+          type: "function",
+          function: { name: tool.name, description: tool.description, parameters: tool.parameters }
+        }))
+      }
+      : {}),
+    ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
+    stream: true,
+    stream_options: { include_usage: true }
+  }
+}
+
+const without = (name: string) => (body: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const { [name]: _, ...rest } = body
+  return rest
+}
+
+const fallbacks = {
+  max_tokens: (body: Readonly<Record<string, unknown>>) => ({
+    ...without("max_tokens")(body),
+    max_completion_tokens: body.max_tokens
+  }),
+  stream_options: without("stream_options")
+}
+
+interface PendingCall {
+  id: string | undefined
+  name: string | undefined
+  arguments: string
+}
+
+type ChatEvent = { readonly _tag: "Chunk"; readonly chunk: ChatChunk } | { readonly _tag: "Done" }
+
+const decoder = (settings: Http.Settings, context: { readonly requestId: string | undefined }) => {
+  const decodeChunk = SseInternal.jsonDecoder(ChatChunk, settings)
+  const decode = (event: Sse.Event) =>
+    event.data.trim() === "[DONE]"
+      ? Effect.succeed(Option.some<ChatEvent>({ _tag: "Done" }))
+      : Effect.map(decodeChunk(event), (chunk) => Option.some<ChatEvent>({ _tag: "Chunk", chunk }))
+
+  const calls = new Map<number, PendingCall>()
+  let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
+  let usage: Generation.Usage | undefined
+  let done = false
+
+  const terminal = (): Array<Generation.GenerationEvent> => {
+    done = true
+    return [Generation.Finish(finish!)]
+  }
+
+  const completeCalls = Effect.suspend(() => {
+    const out: Array<Generation.GenerationEvent> = []
+    for (const index of [...calls.keys()].sort((a, b) => a - b)) {
+      const call = calls.get(index)!
+      const args = Internal.parseArguments(call.arguments)
+      if (Option.isNone(args)) return Effect.fail(Internal.truncatedArguments(protocol, call.name, call.arguments))
+      out.push(Generation.ToolCallComplete({
+        call: { id: call.id ?? `call_${index}`, name: call.name ?? "", arguments: args.value }
+      }))
+    }
+    return Effect.succeed(out)
+  })
+
+  const step = (
+    event: ChatEvent
+  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    if (done) return Effect.succeed([])
+    if (event._tag === "Done") {
+      return finish !== undefined ? Effect.succeed(terminal()) : Effect.fail(SseInternal.prematureEof(protocol))
+    }
+    const { chunk } = event
+    if (chunk.error !== undefined && chunk.error !== null) {
+      if (finish !== undefined) return Effect.succeed(terminal())
+      const code = chunk.error.code
+      return Effect.fail(Http.inBandError(settings, {
+        code: code === undefined || code === null ? undefined : String(code),
+        type: chunk.error.type,
+        detail: chunk.error.message ?? undefined,
+        requestId: context.requestId
+      }))
+    }
+    const out: Array<Generation.GenerationEvent> = []
+    if (chunk.usage !== undefined && chunk.usage !== null) {
+      usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 }
+      out.push(Generation.UsageEvent({ usage }))
+    }
+    if (finish !== undefined) return Effect.succeed(out)
+    let finishedNow: string | undefined
+    for (const choice of chunk.choices ?? []) {
+      // reprise asks for one choice; a server that sends more is read for its first one only
+      if (choice.index !== undefined && choice.index !== null && choice.index !== 0) continue
+      const delta = choice.delta
+      if (delta !== undefined && delta !== null) {
+        const reasoning = delta.reasoning_content ?? delta.reasoning
+        if (reasoning !== undefined && reasoning !== null && reasoning.length > 0) {
+          out.push(Generation.ReasoningDelta({ text: reasoning }))
+        }
+        if (delta.content !== undefined && delta.content !== null && delta.content.length > 0) {
+          out.push(Generation.TextDelta({ text: delta.content }))
+        }
+        for (const part of delta.tool_calls ?? []) {
+          const index = part.index ?? 0
+          let call = calls.get(index)
+          if (call === undefined) {
+            call = { id: undefined, name: undefined, arguments: "" }
+            calls.set(index, call)
+          }
+          if (part.id !== undefined && part.id !== null && part.id.length > 0) call.id = part.id
+          const name = part.function?.name
+          if (name !== undefined && name !== null && name.length > 0) call.name = name
+          const argumentsDelta = part.function?.arguments ?? ""
+          call.arguments += argumentsDelta
+          out.push(Generation.ToolCallDelta({ index, id: call.id, name: call.name, argumentsDelta }))
+        }
+      }
+      if (choice.finish_reason !== undefined && choice.finish_reason !== null) finishedNow = choice.finish_reason
+    }
+    if (finishedNow === undefined) return Effect.succeed(out)
+    const providerReason = finishedNow
+    return Effect.map(completeCalls, (complete) => {
+      finish = { reason: finishReason(providerReason), providerReason }
+      return [...out, ...complete]
+    })
+  }
+
+  const machine: SseInternal.Machine<ChatEvent> = {
+    step,
+    done: () => done,
+    end: (failure) =>
+      finish !== undefined
+        ? Effect.succeed(terminal())
+        : Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
+  }
+  return { decode, machine }
+}
+
+/**
+ * A Chat Completions provider over the `HttpClient` in context (use `NodeHttpClient.layerUndici`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
+  Effect.map(HttpClient.HttpClient, (client) => {
+    const settings = Http.settings(protocol, options)
+    return Internal.makeService({
+      protocol,
+      client,
+      settings,
+      request: (request) => ({
+        url: `${settings.baseUrl}/chat/completions`,
+        headers: {},
+        apiKeyHeader: "authorization",
+        body: requestBody(request),
+        fallbacks
+      }),
+      decoder: (context) => decoder(settings, context)
+    })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Provider.Provider, never, HttpClient.HttpClient> =>
+  Layer.effect(Provider.Provider, make(options))
+
+/**
+ * The provider with its options from the environment: `OPENAI_API_KEY` (or `apiKeyEnv`), `OPENAI_BASE_URL` (default
+ * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options?: ProviderOptions.ConfigOptions | undefined
+): Layer.Layer<Provider.Provider, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.unwrapEffect(Effect.map(ProviderOptions.config(protocol, options), layer))

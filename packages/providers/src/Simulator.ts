@@ -1,0 +1,489 @@
+/**
+ * The loopback fault simulator: a real HTTP server on 127.0.0.1 that speaks the four wire protocols (Chat
+ * Completions, Responses, Anthropic Messages and the subscription variant of Responses) from fixture files or
+ * generated replies, and injects the faults a {@link SimulatorScript.Script} asks for, request by request: resets
+ * before headers or after N bytes, clean EOF before the terminal event, stalls with or without keepalive comments,
+ * in-band error events, any status with any headers, truncated tool-call JSON and slow drips.
+ *
+ * It records every request (route, method, path, headers with credentials redacted, JSON body, arrival time, and
+ * who closed the exchange and when) and counts requests per route, for assertions. Use it as a scoped
+ * {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`). Its timers (stalls,
+ * drips, keepalives) run on the real clock even under `TestClock`, because they pace real sockets; every one of
+ * them ends when the client disconnects or the simulator's scope closes, which also destroys open sockets.
+ *
+ * @since 0.1.0
+ */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
+import * as Http from "node:http"
+import type * as Net from "node:net"
+import * as Load from "./internal/simulator/load.js"
+import * as Plan from "./internal/simulator/plan.js"
+import * as Store from "./internal/simulator/store.js"
+import * as Wire from "./internal/simulator/wire.js"
+import * as SimulatorScript from "./SimulatorScript.js"
+
+/**
+ * How an exchange ended.
+ *
+ * - `by: "client"`: the client closed the connection before the response was complete (an abort, an
+ *   interruption, a client-side timeout).
+ * - `by: "server"`: the response ended, or the simulator itself reset, hung up or shut the connection down.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Closure {
+  readonly by: "client" | "server"
+  /** Epoch milliseconds. */
+  readonly at: number
+  /** Response body bytes written before the end, keepalive comments included. */
+  readonly bytesWritten: number
+}
+
+/**
+ * One request as the simulator received it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RecordedRequest {
+  /** 1 for the first request the server received, across all routes and scripts. */
+  readonly id: number
+  /** The protocol route, or undefined for a path (or method) that matched none. */
+  readonly route: SimulatorScript.Route | undefined
+  /** 1 for the first request to the route since the last `setScript` or `clear` (0 without a route). */
+  readonly nth: number
+  readonly method: string
+  /** The request target, query included. */
+  readonly path: string
+  /** Lower-cased names; `authorization`, `x-api-key`, `api-key`, `cookie` and `proxy-authorization` redacted. */
+  readonly headers: Readonly<Record<string, string>>
+  /** The parsed JSON body; the raw text when it is not JSON; undefined when empty. */
+  readonly body: unknown
+  /** Epoch milliseconds. */
+  readonly receivedAt: number
+  /** The kind of step served (`stream` for a default reply); undefined without a route. */
+  readonly step: SimulatorScript.StepKind | undefined
+  /** The step's index in the route's `steps`, undefined for a default reply. */
+  readonly stepIndex: number | undefined
+  /** Set once the exchange ended. */
+  readonly closed: Closure | undefined
+}
+
+/**
+ * A running simulator.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  readonly port: number
+  /** `http://127.0.0.1:PORT`, without a trailing slash. */
+  readonly url: string
+  /**
+   * The base URL a client of the route is configured with: `{url}/v1` for the OpenAI routes (the SDK appends
+   * `/chat/completions` or `/responses`), `{url}` for Anthropic (the SDK appends `/v1/messages`), and
+   * `{url}/subscription` for the subscription route (requests go to `{base}/responses`).
+   */
+  readonly baseUrl: (route: SimulatorScript.Route) => string
+  /**
+   * Replaces the whole script, restarts every route at its first step and clears the records and counts: one
+   * server can serve many test cases. Fixture files are read now; a missing one fails with a `ScriptError`.
+   */
+  readonly setScript: (script: SimulatorScript.Script) => Effect.Effect<void, SimulatorScript.ScriptError>
+  /** Replaces one route's script and restarts that route at its first step; records and counts are kept. */
+  readonly setRoute: (
+    route: SimulatorScript.Route,
+    script: SimulatorScript.RouteScript
+  ) => Effect.Effect<void, SimulatorScript.ScriptError>
+  /** Forgets the recorded requests and counts (the step positions are kept). */
+  readonly clear: Effect.Effect<void>
+  /** Every recorded request, oldest first. */
+  readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
+  readonly requestsTo: (route: SimulatorScript.Route) => Effect.Effect<ReadonlyArray<RecordedRequest>>
+  /** Requests to a route (or to all routes) since the last `setScript` or `clear`. */
+  readonly count: (route?: SimulatorScript.Route | undefined) => Effect.Effect<number>
+  /** Waits for the `nth` request (1-based) to a route and returns it as recorded on arrival. */
+  readonly awaitRequest: (route: SimulatorScript.Route, nth: number) => Effect.Effect<RecordedRequest>
+  /**
+   * Waits until the exchange of a request (by `id`) ended and says who ended it. Dies if the request was
+   * forgotten by `clear`/`setScript` before it ended.
+   */
+  readonly awaitClose: (id: number) => Effect.Effect<Closure>
+}
+
+/**
+ * @since 0.1.0
+ * @category tags
+ */
+export class Simulator extends Context.Tag("@reprise/providers/Simulator")<Simulator, Service>() {}
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Default 0: the system picks a free port. */
+  readonly port?: number | undefined
+  /** Default `127.0.0.1`. */
+  readonly host?: string | undefined
+  /** Default: every route serves its generated default reply in full. */
+  readonly script?: SimulatorScript.Script | undefined
+  /** Where relative fixture paths start from when the script has no absolute `fixturesDir`. Default: cwd. */
+  readonly fixturesDir?: string | undefined
+  /** How many requests to remember (oldest forgotten first). Default 10000. */
+  readonly maxRecords?: number | undefined
+  /** Log one line per request and per closed exchange with `Effect.logInfo`. Default false. */
+  readonly log?: boolean | undefined
+}
+
+/**
+ * The server could not start.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SimulatorError extends Schema.TaggedError<SimulatorError>("@reprise/providers/Simulator/SimulatorError")(
+  "SimulatorError",
+  {
+    reason: Schema.Literal("Listen"),
+    host: Schema.String,
+    port: Schema.Number,
+    cause: Schema.optional(Schema.Defect)
+  }
+) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const detail = Predicate.hasProperty(this.cause, "message") ? `: ${String(this.cause.message)}` : ""
+    return `simulator cannot listen on ${this.host}:${this.port}${detail}`
+  }
+}
+
+const routePaths: ReadonlyArray<readonly [string, SimulatorScript.Route]> = [
+  ["/v1/chat/completions", "openai-chat"],
+  ["/chat/completions", "openai-chat"],
+  ["/v1/responses", "openai-responses"],
+  ["/responses", "openai-responses"],
+  ["/v1/messages", "anthropic"],
+  ["/subscription/responses", "subscription"],
+  ["/subscription/v1/responses", "subscription"],
+  ["/backend-api/codex/responses", "subscription"]
+]
+
+/**
+ * The route of a request path, if any (a trailing slash is ignored).
+ *
+ * @since 0.1.0
+ * @category routes
+ */
+export const routeOf = (pathname: string): SimulatorScript.Route | undefined => {
+  const path = pathname.length > 1 && pathname.endsWith("/") ? pathname.slice(0, -1) : pathname
+  return routePaths.find(([p]) => p === path)?.[1]
+}
+
+const listen = (server: Http.Server, host: string, port: number) =>
+  Effect.async<number, SimulatorError>((resume) => {
+    const onError = (cause: Error) => resume(Effect.fail(new SimulatorError({ reason: "Listen", host, port, cause })))
+    server.once("error", onError)
+    server.listen(port, host, () => {
+      server.off("error", onError)
+      const address = server.address()
+      resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : port))
+    })
+  })
+
+const acquireServer = (host: string, port: number) =>
+  Effect.acquireRelease(
+    Effect.suspend(() => {
+      const server = Http.createServer({ noDelay: true })
+      const sockets = new Set<Net.Socket>()
+      server.on("connection", (socket) => {
+        sockets.add(socket)
+        socket.once("close", () => sockets.delete(socket))
+      })
+      return Effect.map(listen(server, host, port), (bound) => ({ server, sockets, port: bound }))
+    }),
+    ({ server, sockets }) =>
+      Effect.async<void>((resume) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+const parseBody = (text: string): unknown => {
+  if (text.length === 0) return undefined
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}
+
+const readBody = (req: Http.IncomingMessage) =>
+  Effect.async<string>((resume) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    req.once("end", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
+    req.once("error", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
+  })
+
+const gone: unique symbol = Symbol.for("@reprise/providers/Simulator/gone")
+
+const simulatorError = (status: number, message: string): typeof SimulatorScript.StatusStep.Type => ({
+  kind: "status",
+  status,
+  body: { error: { message, type: "simulator_error", param: null, code: null } }
+})
+
+/**
+ * Starts a simulator in the current scope; closing the scope interrupts every exchange, destroys open sockets and
+ * stops the server.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options = {}): Effect.Effect<
+  Service,
+  SimulatorError | SimulatorScript.ScriptError,
+  Scope.Scope | FileSystem.FileSystem | Path.Path
+> =>
+  Effect.gen(function*() {
+    const env: Load.Env = {
+      fs: yield* FileSystem.FileSystem,
+      path: yield* Path.Path,
+      baseDir: options.fixturesDir ?? process.cwd()
+    }
+    const host = options.host ?? "127.0.0.1"
+    const store = new Store.Store(yield* Load.load(env, options.script ?? {}), options.maxRecords ?? 10_000)
+    const version = yield* SubscriptionRef.make(0)
+    const bump = SubscriptionRef.update(version, (n) => n + 1)
+    const liveClock = Clock.make()
+    const log = options.log === true ? Effect.logInfo : () => Effect.void
+
+    const { port, server } = yield* acquireServer(host, options.port ?? 0)
+    // Acquired after the server, so released before it: exchanges are interrupted, then the sockets destroyed.
+    const run = yield* FiberSet.makeRuntime<never, void, never>()
+    const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+
+    const baseUrl = (route: SimulatorScript.Route) =>
+      route === "anthropic" ? url : route === "subscription" ? `${url}/subscription` : `${url}/v1`
+
+    const waitFor = <A>(f: () => A | undefined | typeof gone): Effect.Effect<A> =>
+      version.changes.pipe(
+        Stream.map(f),
+        Stream.filter(Predicate.isNotUndefined),
+        Stream.runHead,
+        Effect.flatMap((found) =>
+          Option.isNone(found)
+            ? Effect.dieMessage("simulator stopped")
+            : found.value === gone
+            ? Effect.dieMessage("simulator: the request was forgotten (clear, setScript) before it closed")
+            : Effect.succeed(found.value as A)
+        )
+      )
+
+    const health = (ex: Wire.Exchange) =>
+      Effect.sync(() => {
+        const baseUrls = Object.fromEntries(SimulatorScript.routes.map((route) => [route, baseUrl(route)]))
+        ex.serverDone = true
+        ex.res.writeHead(200, { "content-type": "application/json" })
+        ex.res.end(JSON.stringify({ simulator: "reprise", url, baseUrls, counts: store.counts }))
+      })
+
+    const planFor = (arrival: Store.Arrival, found: SimulatorScript.Route | undefined): Plan.Plan => {
+      const { record } = arrival
+      const requestId = `req_sim_${record.id}`
+      const route = record.route
+      if (route === undefined) {
+        return Plan.status(
+          { route: found ?? "openai-chat", requestId },
+          found === undefined
+            ? simulatorError(404, `no simulator route for ${record.method} ${record.path}`)
+            : simulatorError(405, `${record.path} only accepts POST`)
+        )
+      }
+      const ctx = {
+        id: record.id,
+        model: Predicate.hasProperty(record.body, "model") && typeof record.body.model === "string"
+          ? record.body.model
+          : undefined,
+        created: Math.floor(record.receivedAt / 1000)
+      }
+      const plan = Plan.make({
+        route,
+        step: arrival.step,
+        reply: () => Load.framesOf(route, arrival.source, ctx),
+        ctx,
+        requestId
+      })
+      return plan instanceof Plan.PlanError
+        ? Plan.status(
+          { route, requestId },
+          simulatorError(500, `simulator: ${route} step ${record.stepIndex ?? "(default)"}: ${plan.message}`)
+        )
+        : plan
+    }
+
+    const handle = (
+      req: Http.IncomingMessage,
+      ex: Wire.Exchange,
+      closed: Deferred.Deferred<Omit<Closure, "at">>
+    ) =>
+      Effect.gen(function*() {
+        const receivedAt = yield* Clock.currentTimeMillis
+        const method = req.method ?? "GET"
+        const path = req.url ?? "/"
+        const pathname = new URL(path, "http://127.0.0.1").pathname
+        if (method === "GET" && (pathname === "/" || pathname === "/health")) {
+          yield* health(ex)
+          return yield* Effect.asVoid(Deferred.await(closed))
+        }
+        const text = yield* Effect.raceFirst(readBody(req), Effect.as(Deferred.await(closed), ""))
+        const found = routeOf(pathname)
+        const arrival = store.arrive({
+          route: method === "POST" ? found : undefined,
+          method,
+          path,
+          headers: Store.redact(req.headers),
+          body: parseBody(text),
+          receivedAt
+        })
+        yield* bump
+        const { record } = arrival
+        yield* log(
+          record.route === undefined
+            ? `${method} ${path} -> no route`
+            : `${method} ${path} -> ${record.route} #${record.nth}: ${record.step}`
+        )
+        // A client that left while its body was read gets nothing written.
+        if (!(yield* Deferred.isDone(closed))) {
+          yield* Effect.raceFirst(Wire.execute(ex, planFor(arrival, found)), Deferred.await(closed))
+        }
+        const end = yield* Deferred.await(closed)
+        const closure: Closure = { ...end, at: yield* Clock.currentTimeMillis }
+        store.close(record.id, closure)
+        yield* bump
+        yield* log(`request ${record.id} closed by ${closure.by} after ${closure.bytesWritten} body bytes`)
+      })
+
+    server.on("request", (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+      const ex: Wire.Exchange = { res, serverDone: false, bytesWritten: 0 }
+      const closed = Deferred.unsafeMake<Omit<Closure, "at">>(FiberId.none)
+      res.once("close", () => {
+        const by = ex.serverDone || res.writableFinished ? "server" : "client"
+        Deferred.unsafeDone(closed, Exit.succeed({ by, bytesWritten: ex.bytesWritten }))
+      })
+      run(
+        handle(req, ex, closed).pipe(
+          Effect.catchAllCause((cause) => Effect.logError("simulator: request failed", cause)),
+          Effect.ensuring(Effect.sync(() => {
+            if (!res.writableFinished) {
+              ex.serverDone = true
+              res.socket?.destroy()
+            }
+          })),
+          // Stalls, drips and keepalives pace real sockets: they run on the real clock even under TestClock.
+          Effect.withClock(liveClock)
+        )
+      )
+    })
+
+    const service: Service = {
+      port,
+      url,
+      baseUrl,
+      setScript: (script) =>
+        Effect.flatMap(Load.load(env, script), (loaded) =>
+          Effect.zipRight(
+            Effect.sync(() => store.setScript(loaded)),
+            bump
+          )),
+      setRoute: (route, script) =>
+        Effect.flatMap(
+          Load.loadRoute(env, Load.fixturesDir(env, {}), route, script),
+          (loaded) => Effect.sync(() => store.setRoute(route, loaded))
+        ),
+      clear: Effect.zipRight(Effect.sync(() => store.clear()), bump),
+      requests: Effect.sync(() => store.snapshot()),
+      requestsTo: (route) => Effect.sync(() => store.snapshot().filter((r) => r.route === route)),
+      count: (route) => Effect.sync(() => store.count(route)),
+      awaitRequest: (route, nth) => waitFor(() => store.find(route, nth)),
+      awaitClose: (id) =>
+        waitFor(() => {
+          const record = store.lookup(id)
+          return record !== undefined ? record.closed : id < store.nextId ? gone : undefined
+        })
+    }
+    return service
+  })
+
+/**
+ * The simulator as a scoped layer: it listens while the layer is alive and stops, destroying open sockets, when
+ * the layer's scope closes.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options = {}): Layer.Layer<
+  Simulator,
+  SimulatorError | SimulatorScript.ScriptError
+> =>
+  Layer.scoped(Simulator, make(options)).pipe(
+    Layer.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer))
+  )
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServeOptions extends Options {
+  /** A script file (JSON); its fixture paths are relative to the file. Wins over `script`. */
+  readonly scriptFile?: string | undefined
+  /** Runs once the server listens; by default logs the URL and the base URL of each route. */
+  readonly onListening?: ((simulator: Service) => Effect.Effect<void>) | undefined
+}
+
+const announce = (simulator: Service): Effect.Effect<void> =>
+  Effect.logInfo(
+    [
+      `reprise simulator listening on ${simulator.url}`,
+      ...SimulatorScript.routes.map((route) => `  ${route.padEnd(17)} base URL ${simulator.baseUrl(route)}`)
+    ].join("\n")
+  )
+
+/**
+ * Runs the simulator in the foreground until interrupted (SIGINT with `NodeRuntime.runMain`), logging each
+ * request. This is what `reprise simulate [--port N] [--script FILE]` runs.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const serve = (options: ServeOptions = {}): Effect.Effect<
+  never,
+  SimulatorError | SimulatorScript.ScriptError
+> =>
+  Effect.scoped(Effect.gen(function*() {
+    const script = options.scriptFile === undefined ? options.script : yield* SimulatorScript.load(options.scriptFile)
+    const simulator = yield* make({ ...options, script, log: options.log ?? true })
+    yield* (options.onListening ?? announce)(simulator)
+    return yield* Effect.never
+  })).pipe(Effect.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer)))

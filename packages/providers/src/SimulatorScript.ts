@@ -1,0 +1,690 @@
+/**
+ * The script format of the loopback fault simulator ({@link Simulator}): a JSON document that says, per route and
+ * in order, what each request gets — a full stream, a reset, a clean EOF before the terminal event, a stall, an
+ * in-band error event, any HTTP status, a truncated tool call or a slow drip — and where the replies come from
+ * (a fixture file in SSE wire format, or text and tool calls generated for the route's protocol).
+ *
+ * Scripts are described by `effect/Schema` schemas, decoded with excess properties rejected, so a typo or a bad
+ * value is a {@link ScriptError} whose message names the offending field, e.g.
+ * `routes["openai-chat"].steps[1].afterBytes: Expected a non-negative integer, actual -3`.
+ *
+ * ```json
+ * {
+ *   "routes": {
+ *     "openai-chat": {
+ *       "reply": { "text": "Hello there, how can I help?" },
+ *       "steps": [
+ *         { "kind": "status", "status": 429, "headers": { "retry-after": "1" } },
+ *         { "kind": "reset", "afterBytes": 120 },
+ *         { "kind": "stream" }
+ *       ]
+ *     }
+ *   }
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Path from "@effect/platform/Path"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+
+// -----------------------------------------------------------------------------
+// routes
+// -----------------------------------------------------------------------------
+
+/**
+ * The four wire protocols the simulator speaks, one route each:
+ *
+ * | route | paths (POST) |
+ * |---|---|
+ * | `openai-chat` | `/v1/chat/completions`, `/chat/completions` |
+ * | `openai-responses` | `/v1/responses`, `/responses` |
+ * | `anthropic` | `/v1/messages` |
+ * | `subscription` | `/subscription/responses`, `/subscription/v1/responses`, `/backend-api/codex/responses` |
+ *
+ * @since 0.1.0
+ * @category routes
+ */
+export const Route = Schema.Literal("openai-chat", "openai-responses", "anthropic", "subscription")
+
+/**
+ * @since 0.1.0
+ * @category routes
+ */
+export type Route = typeof Route.Type
+
+/**
+ * Every route, in a stable order.
+ *
+ * @since 0.1.0
+ * @category routes
+ */
+export const routes: ReadonlyArray<Route> = Route.literals
+
+// -----------------------------------------------------------------------------
+// building blocks
+// -----------------------------------------------------------------------------
+
+const actual = (issue: ParseResult.ParseIssue): string => {
+  if (!("actual" in issue)) return ""
+  try {
+    return `, actual ${JSON.stringify(issue.actual)}`
+  } catch {
+    return ""
+  }
+}
+
+/** One of several strings, reported as one issue (`Expected "a" | "b", actual "c"`) rather than one per string. */
+const oneOf = <const Values extends ReadonlyArray<string>>(...values: Values) =>
+  Schema.Literal(...values).annotations({
+    message: (issue) => ({
+      message: `Expected ${values.map((v) => JSON.stringify(v)).join(" | ")}${actual(issue)}`,
+      override: true
+    })
+  })
+
+const Count = Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({
+  identifier: "Count",
+  message: (issue) => ({ message: `Expected a non-negative integer${actual(issue)}`, override: true })
+})
+
+const Positive = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
+  identifier: "PositiveInt",
+  message: (issue) => ({ message: `Expected an integer of at least 1${actual(issue)}`, override: true })
+})
+
+/** Every timer in a script is bounded: at most ten minutes. */
+const Millis = Schema.Int.pipe(Schema.between(1, 600_000)).annotations({
+  identifier: "Millis",
+  message: (issue) => ({
+    message: `Expected a whole number of milliseconds between 1 and 600000${actual(issue)}`,
+    override: true
+  })
+})
+
+/**
+ * HTTP headers as a record of names to values. Names are case-insensitive and sent lower-cased.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Headers = Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
+  identifier: "Headers"
+})
+
+/**
+ * An error object for in-band error events and for the default body of an HTTP error status. Each field has a
+ * per-protocol default (see docs/simulator.md).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ErrorObject = Schema.Struct({
+  /** Anthropic `error.type` / OpenAI `error.type`, e.g. `overloaded_error`, `server_error`. */
+  type: Schema.optional(Schema.String),
+  /** OpenAI `error.code`, e.g. `rate_limit_exceeded`, `context_length_exceeded`. */
+  code: Schema.optional(Schema.String),
+  message: Schema.optional(Schema.String)
+}).annotations({ identifier: "ErrorObject" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface ErrorObject extends Schema.Schema.Type<typeof ErrorObject> {}
+
+// -----------------------------------------------------------------------------
+// replies
+// -----------------------------------------------------------------------------
+
+/**
+ * A tool call of a generated reply. `arguments` is either a JSON object (serialised compactly) or a string sent
+ * verbatim as the argument text (it need not be valid JSON). The id defaults to a generated one.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ToolCall = Schema.Struct({
+  id: Schema.optional(Schema.String),
+  name: Schema.NonEmptyString,
+  arguments: Schema.optional(Schema.Union(Schema.String, Schema.Record({ key: Schema.String, value: Schema.Unknown })))
+}).annotations({ identifier: "ToolCall" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface ToolCall extends Schema.Schema.Type<typeof ToolCall> {}
+
+const generatedFields = {
+  text: Schema.optional(Schema.String),
+  toolCalls: Schema.optional(Schema.Array(ToolCall)),
+  /** Defaults to `tool_calls` when there are tool calls, else `stop`. `length` is an incomplete finish. */
+  finishReason: Schema.optional(oneOf("stop", "tool_calls", "length", "content_filter")),
+  /** Defaults to the request's `model`. */
+  model: Schema.optional(Schema.String),
+  usage: Schema.optional(
+    Schema.Struct({ inputTokens: Count, outputTokens: Count }).annotations({ identifier: "Usage" })
+  ),
+  /** Characters per text delta. By default each word (with its leading space) is one delta. */
+  deltaSize: Schema.optional(Positive)
+}
+
+/**
+ * A reply generated for the route's protocol: text split into several deltas, then the tool calls (their
+ * arguments split into several deltas), then the finish reason, usage and the terminal event. Without `text` and
+ * `toolCalls`, a short default text.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const GeneratedReply = Schema.Struct(generatedFields).annotations({ identifier: "GeneratedReply" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface GeneratedReply extends Schema.Schema.Type<typeof GeneratedReply> {}
+
+/**
+ * Where a reply comes from: a fixture file (`fixture`, optionally `format`) or generated text and tool calls
+ * (`text`, `toolCalls`, `finishReason`, `model`, `usage`, `deltaSize`) — not both.
+ *
+ * A fixture is sent byte for byte when its `format` is `wire` (the default for `.sse` files); `chunks` (the
+ * default otherwise) is one JSON payload per line, framed for the route's protocol (`event:` lines for Anthropic
+ * and Responses, a trailing `data: [DONE]` for Chat Completions and subscription). A relative path is resolved
+ * against the script's `fixturesDir`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Reply = Schema.Struct({
+  fixture: Schema.optional(Schema.NonEmptyString),
+  format: Schema.optional(oneOf("wire", "chunks")),
+  ...generatedFields
+}).pipe(
+  Schema.filter((reply) => {
+    if (reply.fixture === undefined) return reply.format === undefined ? undefined : "format needs a fixture"
+    const generated = Object.keys(generatedFields).filter((key) =>
+      (reply as Record<string, unknown>)[key] !== undefined
+    )
+    return generated.length === 0
+      ? undefined
+      : `a reply comes from a fixture or is generated, not both: remove ${generated.join(", ")} or fixture`
+  })
+).annotations({ identifier: "Reply" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type Reply = typeof Reply.Type
+
+/**
+ * A reply read from a fixture file.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface FixtureReply {
+  readonly fixture: string
+  readonly format?: "wire" | "chunks" | undefined
+}
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isFixtureReply = (reply: Reply): reply is Reply & FixtureReply => reply.fixture !== undefined
+
+// -----------------------------------------------------------------------------
+// steps
+// -----------------------------------------------------------------------------
+
+/**
+ * Pacing for any step that writes a body: `bytes` bytes, or `events` whole SSE events (default 1), every
+ * `everyMs` milliseconds.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Pace = Schema.Struct({
+  everyMs: Millis,
+  bytes: Schema.optional(Positive),
+  events: Schema.optional(Positive)
+}).pipe(
+  Schema.filter((pace) =>
+    pace.bytes !== undefined && pace.events !== undefined ? "give either bytes or events, not both" : undefined
+  )
+).annotations({ identifier: "Pace" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type Pace = typeof Pace.Type
+
+const common = {
+  /** Where the body comes from; defaults to the route's `reply`. */
+  reply: Schema.optional(Reply),
+  /** Extra response headers (they override the simulator's own). */
+  headers: Schema.optional(Headers),
+  pace: Schema.optional(Pace),
+  /** Free text, ignored: JSON has no comments. */
+  comment: Schema.optional(Schema.String)
+}
+
+const cut = {
+  afterBytes: Schema.optional(Count),
+  afterEvents: Schema.optional(Count)
+}
+
+const oneCut = <A extends { readonly afterBytes?: number | undefined; readonly afterEvents?: number | undefined }>(
+  step: A
+) =>
+  step.afterBytes !== undefined && step.afterEvents !== undefined
+    ? "give either afterBytes or afterEvents, not both"
+    : undefined
+
+/**
+ * The whole reply, terminal event included.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const StreamStep = Schema.Struct({ kind: Schema.Literal("stream"), ...common }).annotations({
+  identifier: "StreamStep"
+})
+
+/**
+ * A connection reset (TCP RST). Without `afterBytes`/`afterEvents` the socket is reset before any response byte
+ * (no status line); with one, the status and headers and that many body bytes (or whole events) are sent first.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const ResetStep = Schema.Struct({ kind: Schema.Literal("reset"), ...common, ...cut }).pipe(
+  Schema.filter(oneCut)
+).annotations({ identifier: "ResetStep" })
+
+/**
+ * A clean end of the body (a proper final chunk) before the terminal event. By default the body ends just before
+ * the protocol's terminal event; `afterBytes` or `afterEvents` end it elsewhere (even mid-event).
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const EofStep = Schema.Struct({ kind: Schema.Literal("eof"), ...common, ...cut }).pipe(Schema.filter(oneCut))
+  .annotations({ identifier: "EofStep" })
+
+/**
+ * The server stops sending. Without `afterBytes`/`afterEvents` it stalls before the status line. With
+ * `keepaliveMs` it writes `: keepalive` comments at that interval during the stall (the stall point then moves
+ * back to the last event boundary, so comments never split an event). The stall lasts `durationMs` (default and
+ * maximum 600000) and always ends when the client disconnects or the simulator closes; afterwards `then` says
+ * what happens: `resume` the rest of the reply (default), `reset` or `eof`.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const StallStep = Schema.Struct({
+  kind: Schema.Literal("stall"),
+  ...common,
+  ...cut,
+  keepaliveMs: Schema.optional(Millis),
+  durationMs: Schema.optional(Millis),
+  then: Schema.optional(oneOf("resume", "reset", "eof"))
+}).pipe(Schema.filter(oneCut)).annotations({ identifier: "StallStep" })
+
+/**
+ * An in-band error event after `afterEvents` events of the reply (default: half the events before the terminal,
+ * rounded down), then a clean end of the body. Chat Completions: a `data: {"error":{…}}` chunk; Anthropic:
+ * `event: error`; Responses and subscription: an `error` event, or `response.failed` with `event`.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const ErrorStep = Schema.Struct({
+  kind: Schema.Literal("error"),
+  ...common,
+  afterEvents: Schema.optional(Count),
+  error: Schema.optional(ErrorObject),
+  /** Responses and subscription only: which event carries the error. Default `error`. */
+  event: Schema.optional(oneOf("error", "response.failed"))
+}).annotations({ identifier: "ErrorStep" })
+
+/**
+ * Any status with any headers and body, e.g. 429 with `retry-after`, 401, 400 with a `context_length_exceeded`
+ * error, 307/308 with `location`. `body` is a string sent verbatim or a JSON value sent as `application/json`;
+ * without it, an error status (≥ 400) gets the protocol's error body built from `error` and the status, and
+ * other statuses an empty body.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const StatusStep = Schema.Struct({
+  kind: Schema.Literal("status"),
+  status: Schema.Int.pipe(Schema.between(200, 599)).annotations({
+    message: (issue) => ({
+      message: `Expected an HTTP status: an integer between 200 and 599${actual(issue)}`,
+      override: true
+    })
+  }),
+  headers: Schema.optional(Headers),
+  body: Schema.optional(Schema.Unknown),
+  error: Schema.optional(ErrorObject),
+  comment: Schema.optional(Schema.String)
+}).pipe(
+  Schema.filter((step) =>
+    step.body !== undefined && step.error !== undefined ? "give either body or error, not both" : undefined
+  )
+).annotations({ identifier: "StatusStep" })
+
+/**
+ * The reply up to the middle of a tool call's arguments, then a clean end of the body: the arguments are never
+ * complete JSON. `afterChars` characters of the first tool call's arguments are sent (default: half of them,
+ * at least one, always fewer than all). The reply must contain a tool call.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const TruncatedToolCallStep = Schema.Struct({
+  kind: Schema.Literal("truncated-tool-call"),
+  ...common,
+  afterChars: Schema.optional(Positive)
+}).annotations({ identifier: "TruncatedToolCallStep" })
+
+/**
+ * The whole reply at a slow rate: `bytes` bytes or `events` events (default 1) every `everyMs` milliseconds.
+ * Shorthand for a `stream` step with `pace`.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const DripStep = Schema.Struct({
+  kind: Schema.Literal("drip"),
+  reply: common.reply,
+  headers: common.headers,
+  comment: common.comment,
+  everyMs: Millis,
+  bytes: Schema.optional(Positive),
+  events: Schema.optional(Positive)
+}).pipe(
+  Schema.filter((step) =>
+    step.bytes !== undefined && step.events !== undefined ? "give either bytes or events, not both" : undefined
+  )
+).annotations({ identifier: "DripStep" })
+
+/**
+ * What one request gets.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const Step = Schema.Union(
+  StreamStep,
+  ResetStep,
+  EofStep,
+  StallStep,
+  ErrorStep,
+  StatusStep,
+  TruncatedToolCallStep,
+  DripStep
+).annotations({ identifier: "Step" })
+
+/**
+ * @since 0.1.0
+ * @category steps
+ */
+export type Step = typeof Step.Type
+
+/**
+ * @since 0.1.0
+ * @category steps
+ */
+export type StepKind = Step["kind"]
+
+// -----------------------------------------------------------------------------
+// scripts
+// -----------------------------------------------------------------------------
+
+/**
+ * The script of one route. The Nth request to the route (counted from when the script was set) gets
+ * `steps[N-1]`; after the last step, `afterLast` decides: `reply` (default) serves the route's `reply` in full,
+ * `repeat-last` repeats the last step. Without steps every request gets the full reply.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const RouteScript = Schema.Struct({
+  /** The default reply of the route. Defaults to a short generated text. */
+  reply: Schema.optional(Reply),
+  steps: Schema.optional(Schema.Array(Step)),
+  afterLast: Schema.optional(oneOf("reply", "repeat-last")),
+  comment: Schema.optional(Schema.String)
+}).annotations({ identifier: "RouteScript" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface RouteScript extends Schema.Schema.Type<typeof RouteScript> {}
+
+/**
+ * A whole script. `fixturesDir` is where relative fixture paths are resolved: relative to the script file when
+ * the script is {@link load}ed from a file, else to the simulator's `fixturesDir` option or the working directory.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Script = Schema.Struct({
+  fixturesDir: Schema.optional(Schema.String),
+  routes: Schema.optional(
+    Schema.Struct({
+      "openai-chat": Schema.optional(RouteScript),
+      "openai-responses": Schema.optional(RouteScript),
+      anthropic: Schema.optional(RouteScript),
+      subscription: Schema.optional(RouteScript)
+    }).annotations({ identifier: "Routes" })
+  ),
+  comment: Schema.optional(Schema.String)
+}).annotations({ identifier: "Script" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface Script extends Schema.Schema.Type<typeof Script> {}
+
+/**
+ * The empty script: every route serves its default generated reply in full.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const empty: Script = {}
+
+// -----------------------------------------------------------------------------
+// errors
+// -----------------------------------------------------------------------------
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@reprise/providers/SimulatorScript/ScriptError")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
+
+/**
+ * A script that cannot be used.
+ *
+ * - `File`: the script file could not be read.
+ * - `Json`: the text is not JSON.
+ * - `Schema`: the JSON does not match the script format (`issues` name each bad field).
+ * - `Fixture`: a fixture file named by the script could not be read.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class ScriptError extends Schema.TaggedError<ScriptError>("@reprise/providers/SimulatorScript/ScriptError")(
+  "ScriptError",
+  {
+    reason: Schema.Literal("File", "Json", "Schema", "Fixture"),
+    /** The file involved (script or fixture), when there is one. */
+    file: Schema.optional(Schema.String),
+    /** One line per problem, each starting with the path of the bad field. */
+    issues: Schema.Array(Schema.String),
+    cause: Schema.optional(Schema.Defect)
+  }
+) {
+  /**
+   * @since 0.1.0
+   */
+  readonly [TypeId]: TypeId = TypeId
+
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    const where = this.file === undefined ? "" : ` (${this.file})`
+    switch (this.reason) {
+      case "File":
+        return `cannot read simulator script${where}: ${this.issues.join("; ")}`
+      case "Json":
+        return `simulator script is not valid JSON${where}: ${this.issues.join("; ")}`
+      case "Fixture":
+        return `cannot read fixture${where}: ${this.issues.join("; ")}`
+      case "Schema":
+        return `invalid simulator script${where}:\n${this.issues.map((issue) => `  - ${issue}`).join("\n")}`
+    }
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isScriptError = (u: unknown): u is ScriptError => Predicate.hasProperty(u, TypeId)
+
+const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/
+
+/**
+ * Renders the path of a decode issue the way it would be written in JavaScript:
+ * `routes["openai-chat"].steps[1].afterBytes`.
+ *
+ * @since 0.1.0
+ * @category formatting
+ */
+export const formatPath = (path: ReadonlyArray<PropertyKey>, root = "(script)"): string => {
+  let out = ""
+  for (const key of path) {
+    if (typeof key === "number") out += `[${key}]`
+    else if (typeof key === "string" && identifier.test(key)) out += out === "" ? key : `.${key}`
+    else out += `[${JSON.stringify(String(key))}]`
+  }
+  return out === "" ? root : out
+}
+
+const fromParseError = (error: ParseResult.ParseError, file: string | undefined, root?: string): ScriptError => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  // An optional field is a union with `undefined`, whose branch fails too ("Expected undefined, actual …") at
+  // the bad field and at each optional level above it: noise next to the real issue, which is always reported.
+  const real = issues.filter((issue) => !issue.message.startsWith("Expected undefined, actual"))
+  return new ScriptError({
+    reason: "Schema",
+    file,
+    issues: (real.length > 0 ? real : issues).map((issue) => `${formatPath(issue.path, root)}: ${issue.message}`)
+  })
+}
+
+const decodeOptions = { errors: "all", onExcessProperty: "error" } as const
+const decodeScriptEither = Schema.decodeUnknownEither(Script, decodeOptions)
+const decodeRouteEither = Schema.decodeUnknownEither(RouteScript, decodeOptions)
+const decodeStepEither = Schema.decodeUnknownEither(Step, decodeOptions)
+
+// -----------------------------------------------------------------------------
+// decoding
+// -----------------------------------------------------------------------------
+
+/**
+ * Decodes a script from a JSON value. Excess properties are errors, so a misspelt field is reported.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decode = (input: unknown, options?: { readonly file?: string | undefined }): Effect.Effect<
+  Script,
+  ScriptError
+> =>
+  Either.match(decodeScriptEither(input), {
+    onLeft: (error) => Effect.fail(fromParseError(error, options?.file)),
+    onRight: Effect.succeed
+  })
+
+/**
+ * Decodes the script of one route.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeRoute = (input: unknown): Effect.Effect<RouteScript, ScriptError> =>
+  Either.match(decodeRouteEither(input), {
+    onLeft: (error) => Effect.fail(fromParseError(error, undefined, "(route)")),
+    onRight: Effect.succeed
+  })
+
+/**
+ * Decodes one step.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeStep = (input: unknown): Effect.Effect<Step, ScriptError> =>
+  Either.match(decodeStepEither(input), {
+    onLeft: (error) => Effect.fail(fromParseError(error, undefined, "(step)")),
+    onRight: Effect.succeed
+  })
+
+/**
+ * Parses JSON text and decodes it as a script.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const parse = (text: string, options?: { readonly file?: string | undefined }): Effect.Effect<
+  Script,
+  ScriptError
+> =>
+  Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: (cause) =>
+      new ScriptError({ reason: "Json", file: options?.file, issues: [String((cause as Error).message)], cause })
+  }).pipe(Effect.flatMap((json) => decode(json, options)))
+
+/**
+ * Reads and decodes a script file. The script's `fixturesDir` (default `.`) is resolved against the file's
+ * directory, so fixture paths in a script file are relative to where the file lives.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const load = (file: string): Effect.Effect<Script, ScriptError, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.mapError((cause) => new ScriptError({ reason: "File", file, issues: [cause.message], cause }))
+    )
+    const script = yield* parse(text, { file })
+    return { ...script, fixturesDir: path.resolve(path.dirname(file), script.fixturesDir ?? ".") }
+  })

@@ -1,0 +1,88 @@
+/**
+ * The `subscription` protocol: ChatGPT-style subscription backends that speak the Responses API
+ * (`POST {base}/responses`, `Authorization: Bearer`) but may end a stream with `data: [DONE]` instead of a terminal
+ * response event.
+ *
+ * Everything of `OpenAiResponses` holds, plus: `[DONE]` is accepted as a terminal. The withheld function calls are
+ * then reconciled with the streamed items (there is no terminal output to compare with), and the finish reason is
+ * `tool_calls` when there are calls, `stop` otherwise, with provider reason `[DONE]`. The request is sent with
+ * `store: false`, which these backends require.
+ *
+ * @since 0.1.0
+ */
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as Generation from "@reprise/core/Generation"
+import * as Provider from "@reprise/core/Provider"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Http from "./internal/http.js"
+import * as Internal from "./internal/provider.js"
+import * as Responses from "./internal/responses.js"
+import * as ProviderOptions from "./ProviderOptions.js"
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const protocol = "subscription" as const
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options extends ProviderOptions.Options {}
+
+/**
+ * The Responses body with `store: false`.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => ({
+  ...Responses.requestBody(request),
+  store: false
+})
+
+/**
+ * A subscription provider over the `HttpClient` in context (use `NodeHttpClient.layerUndici`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
+  Effect.map(HttpClient.HttpClient, (client) => {
+    const settings = Http.settings(protocol, options)
+    return Internal.makeService({
+      protocol,
+      client,
+      settings,
+      request: (request) => ({
+        url: `${settings.baseUrl}/responses`,
+        headers: {},
+        apiKeyHeader: "authorization",
+        body: requestBody(request),
+        fallbacks: Responses.fallbacks
+      }),
+      decoder: (context) => Responses.decoder(protocol, settings, context, true)
+    })
+  })
+
+/**
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Provider.Provider, never, HttpClient.HttpClient> =>
+  Layer.effect(Provider.Provider, make(options))
+
+/**
+ * The provider with its options from the environment: `OPENAI_API_KEY` (or `apiKeyEnv`), `OPENAI_BASE_URL` (default
+ * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  options?: ProviderOptions.ConfigOptions | undefined
+): Layer.Layer<Provider.Provider, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.unwrapEffect(Effect.map(ProviderOptions.config(protocol, options), layer))

@@ -1,0 +1,313 @@
+/**
+ * The Responses event machine shared by `openai-responses` and `subscription`, and the Responses request body.
+ *
+ * @internal
+ */
+import type * as Sse from "@effect/experimental/Sse"
+import * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
+import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
+import * as Http from "./http.js"
+import * as Internal from "./provider.js"
+import * as SseInternal from "./sse.js"
+
+const Usage = Schema.Struct({
+  input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  output_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+})
+
+/**
+ * One Responses stream event, as far as reprise reads it. Fields whose shape differs between event types are read
+ * defensively; unknown fields and event types are ignored.
+ *
+ * @internal
+ */
+export const ResponsesEvent = Schema.Struct({
+  type: Schema.String,
+  delta: Schema.optional(Schema.Unknown),
+  item_id: Schema.optional(Schema.Unknown),
+  output_index: Schema.optional(Schema.Unknown),
+  item: Schema.optional(Schema.Unknown),
+  arguments: Schema.optional(Schema.Unknown),
+  code: Schema.optional(Schema.Unknown),
+  message: Schema.optional(Schema.Unknown),
+  error: Schema.optional(Schema.Unknown),
+  response: Schema.optional(Schema.NullOr(Schema.Struct({
+    status: Schema.optional(Schema.Unknown),
+    output: Schema.optional(Schema.Unknown),
+    usage: Schema.optional(Schema.NullOr(Usage)),
+    incomplete_details: Schema.optional(Schema.Unknown),
+    error: Schema.optional(Schema.Unknown)
+  })))
+})
+
+/** @internal */
+export type ResponsesEvent = typeof ResponsesEvent.Type
+
+type Event = { readonly _tag: "Event"; readonly event: ResponsesEvent } | { readonly _tag: "Done" }
+
+const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
+const field = (u: unknown, key: string): unknown => (Predicate.isRecord(u) ? u[key] : undefined)
+
+/**
+ * The JSON body of a request: `model`, `instructions` (the system text), `input` (messages, `function_call` and
+ * `function_call_output` items), `tools`, `max_output_tokens`, `stream: true`.
+ *
+ * @internal
+ */
+export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => {
+  const input: Array<Record<string, unknown>> = []
+  for (const m of request.messages as ReadonlyArray<Message.Message>) {
+    switch (m.role) {
+      case "system":
+      case "user":
+        input.push({ role: m.role, content: m.text })
+        break
+      case "assistant":
+        if (m.text.length > 0) input.push({ role: "assistant", content: m.text })
+        for (const call of m.toolCalls) {
+          input.push({
+            type: "function_call",
+            call_id: call.id,
+            name: call.name,
+            arguments: JSON.stringify(call.arguments ?? {})
+          })
+        }
+        break
+      case "tool":
+        input.push({ type: "function_call_output", call_id: m.toolCallId, output: m.content })
+        break
+    }
+  }
+  return {
+    model: request.model,
+    ...(request.system !== undefined && request.system.length > 0 ? { instructions: request.system } : {}),
+    input,
+    ...(request.tools !== undefined && request.tools.length > 0
+      ? {
+        tools: request.tools.map((tool) => ({
+          type: "function",
+          name: tool.name,
+          description: tool.description,
+          parameters: tool.parameters
+        }))
+      }
+      : {}),
+    ...(request.maxTokens !== undefined ? { max_output_tokens: request.maxTokens } : {}),
+    stream: true
+  }
+}
+
+/**
+ * The capability fallback of the Responses protocols: `max_output_tokens`, when rejected as unsupported, is dropped
+ * for one resend.
+ *
+ * @internal
+ */
+export const fallbacks = {
+  max_output_tokens: (body: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+    const { max_output_tokens: _, ...rest } = body
+    return rest
+  }
+}
+
+interface StreamedCall {
+  readonly outputIndex: number
+  readonly ordinal: number
+  readonly itemId: string
+  callId: string | undefined
+  name: string | undefined
+  arguments: string
+}
+
+const inBand = (
+  settings: Http.Settings,
+  requestId: string | undefined,
+  error: unknown,
+  fallback: { readonly code?: unknown; readonly message?: unknown }
+) =>
+  Http.inBandError(settings, {
+    code: str(field(error, "code")) ?? str(fallback.code),
+    type: str(field(error, "type")),
+    detail: str(field(error, "message")) ?? str(fallback.message),
+    requestId
+  })
+
+/**
+ * The Responses state machine. With `acceptDone`, `data: [DONE]` is a terminal too (subscription backends); without
+ * it, `[DONE]` before a terminal event ends the stream as a premature EOF.
+ *
+ * @internal
+ */
+export const decoder = (
+  protocol: string,
+  settings: Http.Settings,
+  context: { readonly requestId: string | undefined },
+  acceptDone: boolean
+) => {
+  const decodeEvent = SseInternal.jsonDecoder(ResponsesEvent, settings)
+  const decode = (event: Sse.Event): Effect.Effect<Option.Option<Event>, ProviderFailure.ProviderFailure> =>
+    event.data.trim() === "[DONE]"
+      ? Effect.succeed(Option.some({ _tag: "Done" }))
+      : Effect.map(decodeEvent(event), (e) => Option.some({ _tag: "Event", event: e }))
+
+  const calls = new Map<string, StreamedCall>()
+  let ordinal = 0
+  let done = false
+
+  const completeCalls = (
+    items: ReadonlyArray<{ callId: string | undefined; name: string | undefined; arguments: string; key: string }>
+  ): Effect.Effect<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    const out: Array<Generation.GenerationEvent> = []
+    for (const item of items) {
+      const args = Internal.parseArguments(item.arguments)
+      if (Option.isNone(args)) return Effect.fail(Internal.truncatedArguments(protocol, item.name, item.arguments))
+      out.push(Generation.ToolCallComplete({
+        call: { id: item.callId ?? item.key, name: item.name ?? "", arguments: args.value }
+      }))
+    }
+    return Effect.succeed(out)
+  }
+
+  const streamedItems = () =>
+    [...calls.values()].sort((a, b) => a.outputIndex - b.outputIndex || a.ordinal - b.ordinal).map((call) => ({
+      callId: call.callId,
+      name: call.name,
+      arguments: call.arguments,
+      key: call.itemId
+    }))
+
+  /**
+   * Withheld function calls are reconciled with the terminal's `response.output`: when it lists function calls, they
+   * are the reply's calls, in its order; when it lists none (some servers send an empty output), the streamed items
+   * are.
+   */
+  const reconcile = (output: unknown) => {
+    const listed = Array.isArray(output)
+      ? output.filter((item) => field(item, "type") === "function_call").map((item, i) => ({
+        callId: str(field(item, "call_id")),
+        name: str(field(item, "name")),
+        arguments: str(field(item, "arguments")) ?? "",
+        key: str(field(item, "id")) ?? `call_${i}`
+      }))
+      : []
+    return listed.length > 0 ? listed : streamedItems()
+  }
+
+  const terminal = (
+    response: ResponsesEvent["response"],
+    status: string
+  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> =>
+    Effect.map(completeCalls(reconcile(response?.output)), (complete) => {
+      done = true
+      const usage = response?.usage !== undefined && response?.usage !== null
+        ? { inputTokens: response.usage.input_tokens ?? 0, outputTokens: response.usage.output_tokens ?? 0 }
+        : undefined
+      if (status === "incomplete") {
+        const reason = str(field(response?.incomplete_details, "reason"))
+        return [
+          ...complete,
+          ...Internal.finishEvents(usage, reason === "content_filter" ? "content_filter" : "length", reason ?? status)
+        ]
+      }
+      return [...complete, ...Internal.finishEvents(usage, complete.length > 0 ? "tool_calls" : "stop", status)]
+    })
+
+  const step = (
+    input: Event
+  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    if (done) return Effect.succeed([])
+    if (input._tag === "Done") {
+      if (!acceptDone) return Effect.fail(SseInternal.prematureEof(protocol))
+      return Effect.map(completeCalls(streamedItems()), (complete) => {
+        done = true
+        return [...complete, ...Internal.finishEvents(undefined, complete.length > 0 ? "tool_calls" : "stop", "[DONE]")]
+      })
+    }
+    const event = input.event
+    switch (event.type) {
+      case "response.output_text.delta": {
+        const text = str(event.delta)
+        return Effect.succeed(text !== undefined && text.length > 0 ? [Generation.TextDelta({ text })] : [])
+      }
+      case "response.reasoning_summary_text.delta":
+      case "response.reasoning_text.delta": {
+        const text = str(event.delta)
+        return Effect.succeed(text !== undefined && text.length > 0 ? [Generation.ReasoningDelta({ text })] : [])
+      }
+      case "response.output_item.added":
+      case "response.output_item.done": {
+        const item = event.item
+        if (field(item, "type") !== "function_call") return Effect.succeed([])
+        const itemId = str(field(item, "id")) ??
+          `item_${typeof event.output_index === "number" ? event.output_index : 0}`
+        let call = calls.get(itemId)
+        const isNew = call === undefined
+        if (call === undefined) {
+          call = {
+            outputIndex: typeof event.output_index === "number" ? event.output_index : calls.size,
+            ordinal: ordinal++,
+            itemId,
+            callId: undefined,
+            name: undefined,
+            arguments: ""
+          }
+          calls.set(itemId, call)
+        }
+        call.callId = str(field(item, "call_id")) ?? call.callId
+        call.name = str(field(item, "name")) ?? call.name
+        const args = str(field(item, "arguments"))
+        if (event.type === "response.output_item.done" && args !== undefined) call.arguments = args
+        else if (isNew && args !== undefined) call.arguments = args
+        return Effect.succeed(
+          isNew
+            ? [Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: "" })]
+            : []
+        )
+      }
+      case "response.function_call_arguments.delta": {
+        const call = calls.get(str(event.item_id) ?? "")
+        const delta = str(event.delta) ?? ""
+        if (call === undefined) return Effect.succeed([])
+        call.arguments += delta
+        return Effect.succeed([
+          Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: delta })
+        ])
+      }
+      case "response.function_call_arguments.done": {
+        const call = calls.get(str(event.item_id) ?? "")
+        const args = str(event.arguments)
+        if (call !== undefined && args !== undefined) call.arguments = args
+        return Effect.succeed([])
+      }
+      case "response.completed":
+      case "response.done":
+      case "response.incomplete": {
+        const status = event.type === "response.incomplete"
+          ? "incomplete"
+          : str(event.response?.status) ?? "completed"
+        if (status === "failed") {
+          return Effect.fail(inBand(settings, context.requestId, event.response?.error, {}))
+        }
+        return terminal(event.response, status === "incomplete" ? "incomplete" : status)
+      }
+      case "response.failed":
+        return Effect.fail(inBand(settings, context.requestId, event.response?.error, {}))
+      case "error":
+        return Effect.fail(inBand(settings, context.requestId, event.error, event))
+      default:
+        return Effect.succeed([])
+    }
+  }
+
+  const machine: SseInternal.Machine<Event> = {
+    step,
+    done: () => done,
+    end: (failure) => Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
+  }
+  return { decode, machine }
+}

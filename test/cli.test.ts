@@ -1,0 +1,310 @@
+/**
+ * The real `reprise` binary, spawned as a child process against the loopback simulator: exit codes, stdout, stderr,
+ * `--json` events, request counts seen by the server, sessions and the file written by `append_file`.
+ */
+import { assert, describe, layer } from "@effect/vitest"
+import * as Simulator from "@reprise/providers/Simulator"
+import type * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import { Duration, Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { run, start } from "./utils/spawn.js"
+
+const KEY = "sk-test-secret-never-printed"
+const env = { OPENAI_API_KEY: KEY }
+
+const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
+  "chat",
+  "--base-url",
+  base,
+  "--model",
+  "test-model",
+  "--backoff-base",
+  "5",
+  "--backoff-max",
+  "20",
+  ...extra
+]
+
+const script = (route: SimulatorScript.RouteScript) =>
+  Effect.flatMap(Simulator.Simulator, (s) => s.setScript({ routes: { "openai-chat": route } }))
+
+const setup = (route: SimulatorScript.RouteScript) =>
+  Effect.gen(function*() {
+    const sim = yield* Simulator.Simulator
+    yield* script(route)
+    return { sim, base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
+  })
+
+const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "reprise-cli-"))
+
+layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(30) })("reprise chat", (it) => {
+  it.effect("exit 0: stdout is exactly the committed text and one newline", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "The answer is 42." } }] })
+      const result = yield* run(chatArgs(base, "What is the answer?"), env)
+      assert.strictEqual(result.code, 0)
+      assert.strictEqual(result.stdout, "The answer is 42.\n")
+      assert.strictEqual(result.stderr, "")
+      assert.strictEqual(yield* count, 1)
+    }))
+
+  it.effect("a cut stream is replayed: a retry notice on stderr, only the committed text on stdout", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({
+        steps: [
+          { kind: "eof", afterEvents: 3, reply: { text: "first attempt, cut short before its end" } },
+          { kind: "stream", reply: { text: "second attempt, whole" } }
+        ]
+      })
+      const result = yield* run(chatArgs(base, "go"), env)
+      assert.strictEqual(result.code, 0)
+      assert.strictEqual(result.stdout, "second attempt, whole\n")
+      assert.match(
+        result.stderr,
+        /^reprise: attempt 1\/11 failed \(stream ended early\); discarded \d+ chars; retrying in 0\.0s\n$/
+      )
+      assert.strictEqual(yield* count, 2)
+    }))
+
+  it.effect("--json: one event per line, in order", () =>
+    Effect.gen(function*() {
+      const { base } = yield* setup({
+        steps: [
+          { kind: "status", status: 503 },
+          { kind: "stream", reply: { text: "ok then", deltaSize: 3 } }
+        ]
+      })
+      const result = yield* run(chatArgs(base, "--json", "go"), env)
+      assert.strictEqual(result.code, 0)
+      const events = result.stdout.trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(events.map((e) => e.type), [
+        "attempt",
+        "discard",
+        "retry",
+        "attempt",
+        "delta",
+        "delta",
+        "delta",
+        "commit"
+      ])
+      assert.deepStrictEqual(events[1], { type: "discard", attempt: 1, discardedChars: 0 })
+      assert.strictEqual(events[2].source, "backoff")
+      assert.isNumber(events[2].delay)
+      assert.deepStrictEqual(events.at(-1), {
+        type: "commit",
+        text: "ok then",
+        finishReason: "stop",
+        attempts: 2,
+        toolCalls: 0
+      })
+      assert.strictEqual(events.filter((e) => e.type === "delta").map((e) => e.text).join(""), "ok then")
+    }))
+
+  it.effect("exit 1: a bad request is not replayed", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({
+        steps: [{ kind: "status", status: 400, error: { type: "invalid_request_error", message: "bad field" } }]
+      })
+      const result = yield* run(chatArgs(base, "go"), env)
+      assert.strictEqual(result.code, 1)
+      assert.strictEqual(result.stdout, "")
+      assert.match(
+        result.stderr,
+        /^reprise: error \[ProviderRejection\.BadRequest\]: bad request \(HTTP 400.*bad field/
+      )
+      assert.strictEqual(yield* count, 1)
+    }))
+
+  it.effect("exit 1: a redirect is refused after one request", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({
+        steps: [{ kind: "status", status: 307, headers: { location: "http://127.0.0.1:9/elsewhere" } }]
+      })
+      const result = yield* run(chatArgs(base, "go"), env)
+      assert.strictEqual(result.code, 1)
+      assert.include(result.stderr, "RedirectRefused")
+      assert.strictEqual(yield* count, 1)
+    }))
+
+  it.effect("exit 75: attempts exhausted, with every request counted", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({ steps: [{ kind: "status", status: 503 }], afterLast: "repeat-last" })
+      const result = yield* run(chatArgs(base, "--max-attempts", "3", "go"), env)
+      assert.strictEqual(result.code, 75)
+      assert.strictEqual(yield* count, 3)
+      assert.strictEqual(result.stderr.split("\n").filter((l) => l.includes("retrying in")).length, 2)
+      assert.match(result.stderr, /reprise: error \[RecoveryExhausted\.Attempts\]: gave up after 3 of 3 attempts/)
+    }))
+
+  it.effect("exit 75: a Retry-After past the deadline stops at once", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({
+        steps: [{ kind: "status", status: 429, headers: { "retry-after": "120" } }],
+        afterLast: "repeat-last"
+      })
+      const result = yield* run(chatArgs(base, "--deadline", "30", "go"), env)
+      assert.strictEqual(result.code, 75)
+      assert.include(result.stderr, "RecoveryExhausted.RetryAfterBeyondDeadline")
+      assert.strictEqual(yield* count, 1)
+    }))
+
+  for (
+    const [status, code, klass] of [[401, 76, "Authentication"], [403, 76, "Permission"], [
+      404,
+      77,
+      "NotFound"
+    ]] as const
+  ) {
+    it.effect(`exit ${code}: HTTP ${status} is ${klass}, not replayed`, () =>
+      Effect.gen(function*() {
+        const { base, count } = yield* setup({ steps: [{ kind: "status", status }], afterLast: "repeat-last" })
+        const result = yield* run(chatArgs(base, "go"), env)
+        assert.strictEqual(result.code, code)
+        assert.include(result.stderr, `ProviderRejection.${klass}`)
+        assert.notInclude(result.stderr + result.stdout, KEY)
+        assert.strictEqual(yield* count, 1)
+      }))
+  }
+
+  it.effect("exit 2: usage and configuration errors, with no request made", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "never" } }] })
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, Record<string, string>, RegExp]> = [
+        [chatArgs(base, "go", "--frobnicate"), env, /frobnicate/],
+        [chatArgs(base, "--max-attempts", "0", "go"), env, /--max-attempts must be at least 1/],
+        [chatArgs(base, "--max-attempts", "many", "go"), env, /.many. is not a integer/],
+        [chatArgs(base, "--deadline", "-5", "go"), env, /--deadline must be a positive/],
+        [chatArgs(base, "go"), { ...env, REPRISE_MAX_ATTEMPTS: "lots" }, /REPRISE_MAX_ATTEMPTS/],
+        [chatArgs(base, "go"), {}, /missing API key: set OPENAI_API_KEY/],
+        [["chat", "--base-url", base, "go"], env, /a model is required/],
+        [chatArgs(base, "--provider", "gemini", "go"), env, /Expected one of the following cases: openai-chat/],
+        [chatArgs("not a url", "go"), env, /http\(s\) URL/],
+        [chatArgs(base, "--tools", "rm_rf", "go"), env, /unknown tool "rm_rf"/]
+      ]
+      for (const [args, caseEnv, pattern] of cases) {
+        const result = yield* run(args, caseEnv)
+        assert.strictEqual(result.code, 2, `${args.join(" ")} → ${result.stderr}`)
+        assert.match(result.stderr, pattern)
+        assert.strictEqual(result.stdout, "")
+      }
+      assert.strictEqual(yield* count, 0)
+    }), { timeout: 60_000 })
+
+  it.effect("exit 75: an unreachable host is a transient failure", () =>
+    Effect.gen(function*() {
+      const result = yield* run(chatArgs("http://127.0.0.1:9/v1", "--max-attempts", "2", "go"), env)
+      assert.strictEqual(result.code, 75)
+      assert.include(result.stderr, "connection failed")
+    }))
+
+  it.effect("exit 130: SIGINT during a stream ends promptly, closes the socket and commits nothing", () =>
+    Effect.gen(function*() {
+      const { sim, base } = yield* setup({
+        steps: [{ kind: "stall", afterEvents: 3, keepaliveMs: 100, reply: { text: "a long answer that never ends" } }]
+      })
+      const dir = tempDir()
+      const session = path.join(dir, "s.jsonl")
+      const running = yield* start(chatArgs(base, "--session", session, "go"), env)
+      const request = yield* sim.awaitRequest("openai-chat", 1)
+      yield* Effect.sleep(Duration.millis(200))
+      const sent = Date.now()
+      running.child.kill("SIGINT")
+      const result = yield* running.exit
+      const took = Date.now() - sent
+      assert.strictEqual(result.code, 130)
+      assert.isBelow(took, 1_000)
+      const closure = yield* sim.awaitClose(request.id)
+      assert.strictEqual(closure.by, "client")
+      assert.isFalse(fs.existsSync(session) && fs.readFileSync(session, "utf8").length > 0, "nothing committed")
+    }).pipe(Effect.scoped))
+
+  it.effect("exit 130: SIGINT during a backoff ends promptly with no further request", () =>
+    Effect.gen(function*() {
+      const { count, base } = yield* setup({
+        steps: [{ kind: "status", status: 429, headers: { "retry-after": "20" } }, { kind: "stream" }]
+      })
+      const running = yield* start(chatArgs(base, "go"), env)
+      yield* running.awaitStderr(/retrying in 20\.0s/)
+      const sent = Date.now()
+      running.child.kill("SIGINT")
+      const result = yield* running.exit
+      assert.strictEqual(result.code, 130)
+      assert.isBelow(Date.now() - sent, 1_000)
+      assert.strictEqual(yield* count, 1)
+    }).pipe(Effect.scoped))
+
+  it.effect("append_file runs exactly once although the reply after it is replayed", () =>
+    Effect.gen(function*() {
+      const workspace = tempDir()
+      const { base, count, sim } = yield* setup({
+        steps: [
+          {
+            kind: "stream",
+            reply: { toolCalls: [{ id: "call_1", name: "append_file", arguments: { path: "log.txt", line: "once" } }] }
+          },
+          { kind: "reset", afterEvents: 2, reply: { text: "Written." } },
+          { kind: "stream", reply: { text: "Written." } }
+        ]
+      })
+      const result = yield* run(
+        chatArgs(base, "--tools", "append_file", "--workspace", workspace, "--json", "write it"),
+        env
+      )
+      assert.strictEqual(result.code, 0)
+      assert.strictEqual(fs.readFileSync(path.join(workspace, "log.txt"), "utf8"), "once\n")
+      assert.strictEqual(yield* count, 3)
+      const types = result.stdout.trim().split("\n").map((l) => JSON.parse(l).type)
+      assert.strictEqual(types.filter((t) => t === "tool_call").length, 1)
+      assert.strictEqual(types.filter((t) => t === "tool_result").length, 1)
+      // The replayed request still carries the committed tool result.
+      const third = (yield* sim.requestsTo("openai-chat"))[2].body as { messages: Array<{ role: string }> }
+      assert.deepStrictEqual(third.messages.map((m) => m.role), ["user", "assistant", "tool"])
+    }))
+
+  it.effect("--session appends committed messages and resumes from them; a corrupt file is refused untouched", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const session = path.join(dir, "chat.jsonl")
+      const { base, sim } = yield* setup({
+        steps: [{ kind: "stream", reply: { text: "Paris." } }, { kind: "stream", reply: { text: "About 2 million." } }]
+      })
+      assert.strictEqual((yield* run(chatArgs(base, "--session", session, "Capital of France?"), env)).code, 0)
+      const second = yield* run(chatArgs(base, "--session", session, "Population?"), env)
+      assert.strictEqual(second.stdout, "About 2 million.\n")
+      const lines = fs.readFileSync(session, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(lines.map((m) => [m.role, m.text]), [
+        ["user", "Capital of France?"],
+        ["assistant", "Paris."],
+        ["user", "Population?"],
+        ["assistant", "About 2 million."]
+      ])
+      const resumed = (yield* sim.requestsTo("openai-chat"))[1].body as { messages: Array<{ content: string }> }
+      assert.deepStrictEqual(resumed.messages.map((m) => m.content), ["Capital of France?", "Paris.", "Population?"])
+
+      const corrupt = path.join(dir, "corrupt.jsonl")
+      const content = `${JSON.stringify({ role: "user", text: "hi" })}\n{not json\n`
+      fs.writeFileSync(corrupt, content)
+      const refused = yield* run(chatArgs(base, "--session", corrupt, "again"), env)
+      assert.strictEqual(refused.code, 2)
+      assert.match(refused.stderr, /corrupt\.jsonl:2/)
+      assert.strictEqual(fs.readFileSync(corrupt, "utf8"), content)
+    }))
+})
+
+describe("reprise demo", () => {
+  layer(Simulator.layer(), { excludeTestServices: true })((it) => {
+    it.effect(
+      "runs the guided tour against its embedded simulator and every step behaves",
+      () =>
+        Effect.gen(function*() {
+          const result = yield* run(["demo"])
+          assert.strictEqual(result.code, 0, result.stdout + result.stderr)
+          assert.include(result.stdout, "Every step behaved as described.")
+          assert.strictEqual(result.stdout.match(/ ok: /g)?.length, 5)
+        }),
+      { timeout: 60_000 }
+    )
+  })
+})

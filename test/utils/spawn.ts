@@ -1,0 +1,77 @@
+import { Effect } from "effect"
+import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
+
+/** The environment of a child: the machine's, without any provider or reprise variable. */
+const cleanEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v === undefined || /^(OPENAI_|ANTHROPIC_|REPRISE_)/.test(k)) continue
+    env[k] = v
+  }
+  return env
+}
+
+export interface Result {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+export interface Running {
+  readonly child: ChildProcessWithoutNullStreams
+  readonly stdout: () => string
+  readonly stderr: () => string
+  /** Resolves when stderr has printed text matching `pattern`. */
+  readonly awaitStderr: (pattern: RegExp) => Effect.Effect<void>
+  readonly write: (text: string) => Effect.Effect<void>
+  readonly end: Effect.Effect<void>
+  readonly exit: Effect.Effect<Result>
+}
+
+/** Starts the real `reprise` binary (node + its bin script), as `npx reprise` does. */
+export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = repoRoot) =>
+  Effect.acquireRelease(
+    Effect.sync((): Running => {
+      const child = spawn(process.execPath, [bin, ...args], { cwd, env: { ...cleanEnv(), ...env } })
+      let stdout = ""
+      let stderr = ""
+      const waiters: Array<[RegExp, () => void]> = []
+      child.stdout.setEncoding("utf8").on("data", (d: string) => stdout += d)
+      child.stderr.setEncoding("utf8").on("data", (d: string) => {
+        stderr += d
+        for (const w of [...waiters]) {
+          if (w[0].test(stderr)) {
+            waiters.splice(waiters.indexOf(w), 1)
+            w[1]()
+          }
+        }
+      })
+      const exited = new Promise<Result>((resolve) =>
+        child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+      )
+      return {
+        child,
+        stdout: () => stdout,
+        stderr: () => stderr,
+        awaitStderr: (pattern) =>
+          Effect.async<void>((resume) => {
+            if (pattern.test(stderr)) return resume(Effect.void)
+            waiters.push([pattern, () => resume(Effect.void)])
+          }),
+        write: (text) => Effect.async<void>((resume) => void child.stdin.write(text, () => resume(Effect.void))),
+        end: Effect.sync(() => void child.stdin.end()),
+        exit: Effect.promise(() => exited)
+      }
+    }),
+    (running) => Effect.sync(() => running.child.exitCode === null && running.child.kill("SIGKILL"))
+  )
+
+/** Runs the binary to completion with empty stdin. */
+export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = repoRoot) =>
+  Effect.scoped(Effect.flatMap(start(args, env, cwd), (running) => Effect.zipRight(running.end, running.exit)))
