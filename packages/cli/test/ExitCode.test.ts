@@ -1,0 +1,60 @@
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as ValidationError from "@effect/cli/ValidationError"
+import { assert, describe, it } from "@effect/vitest"
+import * as ProviderFailure from "@reprise/core/ProviderFailure"
+import { RecoveryExhausted } from "@reprise/core/RecoveryExhausted"
+import * as TransportError from "@reprise/core/TransportError"
+import { ConfigError, Duration } from "effect"
+import * as ExitCode from "../src/ExitCode.js"
+
+const exhausted = (reason: RecoveryExhausted["reason"]) =>
+  new RecoveryExhausted({ reason, attempts: 1, maxAttempts: 1, elapsed: Duration.zero, errors: [] })
+
+describe("ExitCode", () => {
+  const table: ReadonlyArray<readonly [string, unknown, number, string]> = [
+    ["exhausted attempts", exhausted("Attempts"), 75, "RecoveryExhausted.Attempts"],
+    ["deadline", exhausted("Deadline"), 75, "RecoveryExhausted.Deadline"],
+    [
+      "retry-after past deadline",
+      exhausted("RetryAfterBeyondDeadline"),
+      75,
+      "RecoveryExhausted.RetryAfterBeyondDeadline"
+    ],
+    ["401", ProviderFailure.fromHttpStatus({ status: 401 }), 76, "ProviderRejection.Authentication"],
+    ["403", ProviderFailure.fromHttpStatus({ status: 403 }), 76, "ProviderRejection.Permission"],
+    ["404", ProviderFailure.fromHttpStatus({ status: 404 }), 77, "ProviderRejection.NotFound"],
+    ["400", ProviderFailure.fromHttpStatus({ status: 400 }), 1, "ProviderRejection.BadRequest"],
+    [
+      "quota",
+      ProviderFailure.fromHttpStatus({ status: 429, code: "insufficient_quota" }),
+      1,
+      "ProviderRejection.Quota"
+    ],
+    ["redirect", ProviderFailure.fromHttpStatus({ status: 308 }), 1, "ProviderRejection.RedirectRefused"],
+    ["overflow", ProviderFailure.fromHttpStatus({ status: 413 }), 1, "ProviderRejection.ContextOverflow"],
+    ["malformed", ProviderFailure.fromInBandError({ code: "x" }), 1, "TransportError.ProviderError"],
+    [
+      "a reset surfaced without replay",
+      new TransportError.TransportError({ reason: "Reset" }),
+      75,
+      "TransportError.Reset"
+    ],
+    [
+      "x-should-retry: false",
+      ProviderFailure.fromHttpStatus({ status: 503, shouldRetry: false }),
+      1,
+      "TransportError.HttpStatus"
+    ],
+    ["config", ConfigError.InvalidData(["REPRISE_DEADLINE"], "bad"), 2, "UsageError"],
+    ["usage", new ExitCode.UsageError({ detail: "no model" }), 2, "UsageError"],
+    ["command line", ValidationError.invalidValue(HelpDoc.p("bad")), 2, "UsageError"],
+    ["anything else", new Error("boom"), 1, "InternalError"]
+  ]
+  for (const [name, error, code, klass] of table) {
+    it(`${name} → ${code} (${klass})`, () => {
+      const outcome = ExitCode.classify(error)
+      assert.strictEqual(outcome.exitCode, code)
+      assert.strictEqual(outcome.class, klass)
+    })
+  }
+})
