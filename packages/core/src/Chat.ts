@@ -1,7 +1,8 @@
 /**
  * `Chat.step` is one conversation turn with its tool loop:
  *
- * 1. reply with recovery (`Recovery.generate`, the {@link Tool.Toolkit}'s definitions in the request);
+ * 1. reply with recovery (`Overflow.generate`: `Recovery.generate`, retried with smaller views of the conversation
+ *    on a context overflow; the {@link Tool.Toolkit}'s definitions in the request);
  * 2. commit the reply: its assistant message is reported to `onCommit` (which may persist it) and kept;
  * 3. run the committed reply's tool calls, outside recovery, one at a time and in order: each call runs at most once
  *    and only from a committed reply, never from a preview or a failed attempt;
@@ -24,6 +25,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Generation from "./Generation.js"
 import type * as Message from "./Message.js"
+import * as Overflow from "./Overflow.js"
 import type * as Provider from "./Provider.js"
 import * as Recovery from "./Recovery.js"
 import * as Tool from "./Tool.js"
@@ -149,14 +151,13 @@ export const step = <EC = never, RC = never, RH = never>(
     }
 
     for (let replies = 1;; replies++) {
-      const reply = yield* Recovery.generate({
+      const reply = yield* Overflow.generate({
         model: options.model,
         // A copy: the request must not see messages committed after it was made.
         messages: [...transcript, ...committed],
         system: options.system,
         maxTokens: options.maxTokens,
-        tools: toolkit.definitions.length === 0 ? undefined : toolkit.definitions,
-        earlyBreakOnToolCall: options.earlyBreakOnToolCall
+        tools: toolkit.definitions.length === 0 ? undefined : toolkit.definitions
       }, recovery)
       const message = reply.message
       yield* commit(Commit.Reply({ reply, message }))

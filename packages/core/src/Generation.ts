@@ -114,11 +114,6 @@ export interface GenerationRequest {
   readonly system?: string | undefined
   readonly tools?: ReadonlyArray<ToolDefinition> | undefined
   readonly maxTokens?: number | undefined
-  /**
-   * Stop surfacing output after the first complete tool call. The stream is still drained to its terminal event
-   * (for usage); if the drain fails, the attempt failed.
-   */
-  readonly earlyBreakOnToolCall?: boolean | undefined
 }
 
 /**
@@ -157,9 +152,3 @@ export class Reply extends Data.Class<{
     return { role: "assistant", text: this.text, toolCalls: this.toolCalls }
   }
 }
-
-/**
- * @since 0.1.0
- * @category constructors
- */
-export const emptyUsage: Option.Option<Usage> = Option.none()
