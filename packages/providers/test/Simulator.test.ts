@@ -13,6 +13,8 @@ import { fileURLToPath } from "node:url"
 const NodeContextLayer = Layer.merge(NodeFileSystem.layer, NodePath.layer)
 
 const fixturesDir = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "../../../fixtures")
+// The recorded captures live beside the repository, in ../shared (as on CI).
+const recordedDir = Path.resolve(fixturesDir, "../../shared/fixtures/recorded")
 
 // -----------------------------------------------------------------------------
 // a raw HTTP client that reports exactly what arrived on the wire
@@ -492,7 +494,7 @@ describe("Simulator", () => {
         routes: {
           anthropic: { reply: { fixture: "anthropic/fallback.sse" }, steps: [{ kind: "stream" }, { kind: "eof" }] },
           "openai-chat": {
-            reply: { fixture: "/work/shared/fixtures/recorded/openai-compatible/issue-15789-step-1.chunks.txt" },
+            reply: { fixture: Path.join(recordedDir, "openai-compatible/issue-15789-step-1.chunks.txt") },
             steps: [{ kind: "stream" }, { kind: "truncated-tool-call" }]
           }
         }
