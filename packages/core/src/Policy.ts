@@ -101,10 +101,13 @@ export interface Wait {
 export const lengthen = (backoffDelay: Duration.Duration, retryAfter: Option.Option<Duration.Duration>): Wait =>
   Option.match(retryAfter, {
     onNone: () => ({ delay: backoffDelay, source: "backoff" }),
-    onSome: (serverDelay) =>
-      Duration.greaterThan(serverDelay, backoffDelay)
+    onSome: (requested) => {
+      // Whole milliseconds, rounded up: never shorter than asked, and clocks stay integral.
+      const serverDelay = Duration.millis(Math.ceil(Duration.toMillis(requested)))
+      return Duration.greaterThan(serverDelay, backoffDelay)
         ? { delay: serverDelay, source: "retry-after" }
         : { delay: backoffDelay, source: "backoff" }
+    }
   })
 
 /**

@@ -56,6 +56,11 @@ describe("Policy", () => {
         source: "backoff"
       })
     })
+    it("a fractional Retry-After is rounded up to whole milliseconds", () => {
+      const wait = Policy.lengthen(Duration.millis(1), Option.some(Duration.micros(1_500n)))
+      assert.strictEqual(Duration.toMillis(wait.delay), 2)
+      assert.strictEqual(wait.source, "retry-after")
+    })
     it("no Retry-After keeps the backoff", () => {
       assert.deepStrictEqual(Policy.lengthen(Duration.seconds(4), Option.none()), {
         delay: Duration.seconds(4),
