@@ -17,6 +17,7 @@ import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
 
 const json = process.argv.includes("--json")
+const debug = process.argv.includes("--debug")
 
 const main = Cli.run(process.argv).pipe(
   Effect.as(ExitCode.ExitCode.Committed as number),
@@ -29,7 +30,9 @@ NodeRuntime.runMain(main, {
   teardown: (exit, onExit) => {
     if (Exit.isSuccess(exit)) return onExit(exit.value as number)
     if (Cause.isInterruptedOnly(exit.cause)) return onExit(ExitCode.ExitCode.Interrupted)
-    process.stderr.write(`reprise: internal error: ${Cause.pretty(exit.cause)}\n`)
+    // A defect is a bug in reprise: one line, unless --debug asks for the whole cause with its stack.
+    const detail = debug ? Cause.pretty(exit.cause) : Cause.pretty(exit.cause).split("\n")[0]
+    process.stderr.write(`reprise: internal error: ${detail}\n`)
     onExit(ExitCode.ExitCode.Permanent)
   }
 })
