@@ -56,15 +56,13 @@ export const Reason = Schema.Literal(
 export type Reason = typeof Reason.Type
 
 /**
- * Why a failure that could otherwise be replayed was surfaced instead.
- *
- * - `ExternalEffects`: a chunk hook had already run an effect that cannot be taken back.
- * - `RecoveryDisabled`: the scope was made with `Recovery.disabled`.
+ * Why a failure that could otherwise be replayed was surfaced instead: `ExternalEffects`, a chunk hook had already
+ * run an effect that cannot be taken back. (Inside `Recovery.disabled` failures surface unchanged, unmarked.)
  *
  * @since 0.1.0
  * @category models
  */
-export const ReplayBlocked = Schema.Literal("ExternalEffects", "RecoveryDisabled")
+export const ReplayBlocked = Schema.Literal("ExternalEffects")
 
 /**
  * @since 0.1.0
