@@ -7,9 +7,9 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import type * as Provider from "@reprise/core/Provider"
+import * as Provider from "@reprise/core/Provider"
 import type * as ConfigError from "effect/ConfigError"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as AnthropicMessages from "./AnthropicMessages.js"
 import * as OpenAiChat from "./OpenAiChat.js"
@@ -57,18 +57,8 @@ export const make = (
 export const layer = (
   protocol: ProviderOptions.Protocol,
   options: Options
-): Layer.Layer<Provider.Provider, never, HttpClient.HttpClient> => {
-  switch (protocol) {
-    case "openai-chat":
-      return OpenAiChat.layer(options)
-    case "openai-responses":
-      return OpenAiResponses.layer(options)
-    case "anthropic":
-      return AnthropicMessages.layer(options)
-    case "subscription":
-      return Subscription.layer(options)
-  }
-}
+): Layer.Layer<Provider.Provider, never, HttpClient.HttpClient> =>
+  Layer.effect(Provider.Provider, make(protocol, options))
 
 /**
  * The provider of `protocol` over the undici client of `@effect/platform-node` (which never follows redirects).
@@ -90,15 +80,5 @@ export const layerUndici = (
 export const layerConfig = (
   protocol: ProviderOptions.Protocol,
   options?: ProviderOptions.ConfigOptions | undefined
-): Layer.Layer<Provider.Provider, ConfigError.ConfigError, HttpClient.HttpClient> => {
-  switch (protocol) {
-    case "openai-chat":
-      return OpenAiChat.layerConfig(options)
-    case "openai-responses":
-      return OpenAiResponses.layerConfig(options)
-    case "anthropic":
-      return AnthropicMessages.layerConfig(options)
-    case "subscription":
-      return Subscription.layerConfig(options)
-  }
-}
+): Layer.Layer<Provider.Provider, ConfigError.ConfigError, HttpClient.HttpClient> =>
+  Layer.unwrapEffect(Effect.map(ProviderOptions.config(protocol, options), (resolved) => layer(protocol, resolved)))
