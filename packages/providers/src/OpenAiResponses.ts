@@ -22,8 +22,6 @@ import * as Provider from "@reprise/core/Provider"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Http from "./internal/http.js"
-import * as Internal from "./internal/provider.js"
 import * as Responses from "./internal/responses.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -64,22 +62,7 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
  * @category constructors
  */
 export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
-  Effect.map(HttpClient.HttpClient, (client) => {
-    const settings = Http.settings(protocol, options)
-    return Internal.makeService({
-      protocol,
-      client,
-      settings,
-      request: (request) => ({
-        url: `${settings.baseUrl}/responses`,
-        headers: {},
-        apiKeyHeader: "authorization",
-        body: requestBody(request),
-        fallbacks: Responses.fallbacks
-      }),
-      decoder: (context) => Responses.decoder(protocol, settings, context, false)
-    })
-  })
+  Effect.map(HttpClient.HttpClient, (client) => Responses.makeService(protocol, client, options, requestBody))
 
 /**
  * @since 0.1.0

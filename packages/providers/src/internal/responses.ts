@@ -4,13 +4,16 @@
  * @internal
  */
 import type * as Sse from "@effect/experimental/Sse"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
+import type * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import type * as ProviderOptions from "../ProviderOptions.js"
 import * as Http from "./http.js"
 import * as Internal from "./provider.js"
 import * as SseInternal from "./sse.js"
@@ -310,4 +313,32 @@ export const decoder = (
     end: (failure) => Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
   }
   return { decode, machine }
+}
+
+/**
+ * A provider speaking Responses events over `{base}/responses`: `openai-responses`, or `subscription`, which also
+ * accepts `data: [DONE]` as a terminal.
+ *
+ * @internal
+ */
+export const makeService = (
+  protocol: "openai-responses" | "subscription",
+  client: HttpClient.HttpClient,
+  options: ProviderOptions.Options,
+  body: (request: Generation.GenerationRequest) => Record<string, unknown>
+): Provider.Service => {
+  const settings = Http.settings(protocol, options)
+  return Internal.makeService({
+    protocol,
+    client,
+    settings,
+    request: (request) => ({
+      url: `${settings.baseUrl}/responses`,
+      headers: {},
+      apiKeyHeader: "authorization",
+      body: body(request),
+      fallbacks
+    }),
+    decoder: (context) => decoder(protocol, settings, context, protocol === "subscription")
+  })
 }
