@@ -116,15 +116,6 @@ export type Parsed = {
 
 const fail = (detail: string) => Effect.fail(new UsageError({ detail }))
 
-const isHttpUrl = (s: string): boolean => {
-  try {
-    const url = new URL(s)
-    return url.protocol === "http:" || url.protocol === "https:"
-  } catch {
-    return false
-  }
-}
-
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
@@ -165,7 +156,9 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
           new UsageError({ detail: `${ProviderOptions.baseUrlVariable(protocol)} is not readable` })
         )
       )
-    if (!isHttpUrl(baseUrl)) return yield* fail(`the base URL must be an http(s) URL, got ${JSON.stringify(baseUrl)}`)
+    if (!ProviderOptions.isHttpUrl(baseUrl)) {
+      return yield* fail(`the base URL must be an http(s) URL, got ${JSON.stringify(baseUrl)}`)
+    }
     const keyVariable = Option.getOrElse(parsed.apiKeyEnv, () => ProviderOptions.apiKeyVariable(protocol))
     if (!envName.test(keyVariable)) return yield* fail(`--api-key-env must name an environment variable`)
     const apiKey = yield* Config.redacted(keyVariable).pipe(

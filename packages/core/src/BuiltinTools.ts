@@ -17,8 +17,8 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import { describeCause } from "./internal/describe.js"
 import * as Tool from "./Tool.js"
 
 /**
@@ -79,7 +79,12 @@ export const appendFile = (
         const refuse = (detail: string) =>
           Effect.fail(new Tool.ToolError({ tool: "append_file", reason: "Refused", detail }))
         const failed = (detail: string) => (cause: unknown) =>
-          new Tool.ToolError({ tool: "append_file", reason: "Failed", detail: `${detail}: ${describe(cause)}`, cause })
+          new Tool.ToolError({
+            tool: "append_file",
+            reason: "Failed",
+            detail: `${detail}: ${describeCause(cause)}`,
+            cause
+          })
 
         if (params.path.length === 0) return yield* refuse("path is empty")
         if (path.isAbsolute(params.path)) {
@@ -120,13 +125,6 @@ export const appendFile = (
         return "ok"
       })
   })
-
-const describe = (cause: unknown): string =>
-  Predicate.isTagged(cause, "SystemError") && Predicate.hasProperty(cause, "reason")
-    ? String(cause.reason)
-    : cause instanceof Error
-    ? cause.message
-    : String(cause)
 
 /**
  * The names of the built-in tools.

@@ -19,6 +19,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import { describeCause } from "./internal/describe.js"
 import * as Message from "./Message.js"
 
 /**
@@ -89,13 +90,6 @@ export const decodeLine = (line: string): Either.Either<Message.Message, string>
         .join("; ")
   )
 
-const describe = (cause: unknown): string =>
-  Predicate.isTagged(cause, "SystemError") && Predicate.hasProperty(cause, "reason")
-    ? String(cause.reason)
-    : cause instanceof Error
-    ? cause.message
-    : String(cause)
-
 /**
  * Decodes the text of a transcript file. Empty (or blank) lines are skipped; a final line without its newline is
  * read like any other.
@@ -138,7 +132,7 @@ export const load = (
         (error) => error._tag === "SystemError" && error.reason === "NotFound",
         () => Effect.succeed("")
       ),
-      Effect.mapError((cause) => new TranscriptError({ reason: "Read", path, detail: describe(cause), cause }))
+      Effect.mapError((cause) => new TranscriptError({ reason: "Read", path, detail: describeCause(cause), cause }))
     )
     return yield* decode(path, text)
   })
@@ -180,5 +174,5 @@ export const append = (
     // A commit is written whole or not at all: an interrupted write must not leave half a line behind.
     yield* Effect.uninterruptible(fs.writeFileString(path, separator + lines, { flag: "a" }))
   }).pipe(
-    Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describe(cause), cause }))
+    Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describeCause(cause), cause }))
   )

@@ -133,7 +133,13 @@ export interface ConfigOptions {
   readonly apiKeyEnv?: string | undefined
 }
 
-const isHttpUrl = (s: string): boolean => {
+/**
+ * Whether a string is an absolute `http:` or `https:` URL.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const isHttpUrl = (s: string): boolean => {
   try {
     const url = new URL(s)
     return url.protocol === "http:" || url.protocol === "https:"
