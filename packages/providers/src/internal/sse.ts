@@ -12,6 +12,7 @@ import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Cause from "effect/Cause"
+import * as Channel from "effect/Channel"
 import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -25,25 +26,49 @@ import { fromBodyError, type Settings } from "./http.js"
 const isSseError = (u: unknown): u is Sse.SseError => Predicate.isTagged(u, "SseError")
 
 /**
- * Raw SSE events of a response body. A body that fails mid-read is `TransportError{reason: "Reset"}`; an event over
- * `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`, whether `Sse.makeChannel` caught it while pending
- * (which it raises as a defect) or it arrived complete in one chunk.
- * Interruption passes through untouched.
+ * Cuts decoded text after every `\n`, so the SSE parser is fed at most one line (plus the rest of a pending one) per
+ * call. The parser of `@effect/experimental/Sse` rescans its buffer from the start for every line it reads, which
+ * is quadratic in the size of a read (10 MB of small events took seconds; see `docs/performance.md`); line-sized
+ * input makes it linear. Cutting only after `\n` keeps a `\r\n` pair together, so the events are the same as for
+ * any other chunking.
+ */
+const splitLines = (chunk: Chunk.Chunk<string>): Chunk.Chunk<string> => {
+  const out: Array<string> = []
+  for (const text of chunk) {
+    let start = 0
+    let newline = text.indexOf("\n")
+    while (newline >= 0 && newline < text.length - 1) {
+      out.push(text.slice(start, newline + 1))
+      start = newline + 1
+      newline = text.indexOf("\n", start)
+    }
+    out.push(start === 0 ? text : text.slice(start))
+  }
+  return Chunk.unsafeFromArray(out)
+}
+
+const tooLarge = (settings: Settings) =>
+  new ProviderRejection.ProviderRejection({
+    reason: "MalformedStream",
+    detail: `an SSE event exceeded the maximum size of ${settings.maxEventSize} characters`
+  })
+
+/**
+ * Raw SSE events of a response body, in chunks (the events of one read). A body that fails mid-read is
+ * `TransportError{reason: "Reset"}`; a pending event over `maxEventSize` (which `Sse.makeChannel` raises as a
+ * defect) is `ProviderRejection{reason: "MalformedStream"}`. An event that arrived complete within one read is not
+ * bounded by the parser: `run` checks it. Interruption passes through untouched.
  *
  * @internal
  */
 export const events = (
   body: Stream.Stream<Uint8Array, HttpClientError.ResponseError>,
   settings: Settings
-): Stream.Stream<Sse.Event, ProviderFailure.ProviderFailure> => {
-  const tooLarge = () =>
-    new ProviderRejection.ProviderRejection({
-      reason: "MalformedStream",
-      detail: `an SSE event exceeded the maximum size of ${settings.maxEventSize} characters`
-    })
-  return body.pipe(
+): Stream.Stream<Sse.Event, ProviderFailure.ProviderFailure> =>
+  body.pipe(
     Stream.mapError((error) => fromBodyError(error, settings.scrub)),
     Stream.decodeText(),
+    Stream.mapChunks(splitLines),
     Stream.pipeThroughChannel(
       Sse.makeChannel<ProviderFailure.ProviderFailure, unknown>({ maxEventSize: settings.maxEventSize })
     ),
@@ -52,14 +77,9 @@ export const events = (
         cause,
         (c) => Cause.isDieType(c) && isSseError(c.defect) ? Option.some(c) : Option.none()
       )
-      return Option.isSome(sseError) ? Stream.fail(tooLarge()) : Stream.failCause(cause)
-    }),
-    // The parser bounds only a pending event; one completed within a single chunk is checked here.
-    Stream.mapEffect((event) =>
-      event.data.length > settings.maxEventSize ? Effect.fail(tooLarge()) : Effect.succeed(event)
-    )
+      return Option.isSome(sseError) ? Stream.fail(tooLarge(settings)) : Stream.failCause(cause)
+    })
   )
-}
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
@@ -149,9 +169,57 @@ export const prematureEof = (protocol: string): TransportError.TransportError =>
     detail: `the ${protocol} stream ended without its terminal event`
   })
 
+type Outputs = ReadonlyArray<Generation.GenerationEvent>
+
+const flatten = (chunk: Chunk.Chunk<Outputs>): Chunk.Chunk<Generation.GenerationEvent> => {
+  const out: Array<Generation.GenerationEvent> = []
+  for (const outputs of chunk) {
+    for (const event of outputs) out.push(event)
+  }
+  return Chunk.unsafeFromArray(out)
+}
+
 /**
- * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the idle
- * timeout, and the state machine. Reading stops as soon as the machine is done.
+ * Decodes and steps the events of one read, in order, until the machine is done: one array of outputs per event
+ * that made progress (possibly empty: an event may produce no output), none for a keepalive. A failure (an oversized
+ * or undecodable event, an in-band error) ends the read after the outputs of the events before it.
+ */
+const stepAll = <Ev>(
+  events: Chunk.Chunk<Sse.Event>,
+  settings: Settings,
+  decode: (event: Sse.Event) => Effect.Effect<Option.Option<Ev>, ProviderFailure.ProviderFailure>,
+  machine: Machine<Ev>
+): Effect.Effect<
+  { readonly outputs: Array<Outputs>; readonly failure: ProviderFailure.ProviderFailure | undefined }
+> => {
+  const input = Chunk.toReadonlyArray(events)
+  const outputs: Array<Outputs> = []
+  const loop = (i: number): Effect.Effect<void, ProviderFailure.ProviderFailure> => {
+    if (i >= input.length || machine.done()) return Effect.void
+    const event = input[i]
+    if (event.data.length > settings.maxEventSize) return Effect.fail(tooLarge(settings))
+    return Effect.flatMap(
+      decode(event),
+      (decoded) =>
+        Option.isNone(decoded) ? loop(i + 1) : Effect.flatMap(machine.step(decoded.value), (out) => {
+          outputs.push(out)
+          return loop(i + 1)
+        })
+    )
+  }
+  return Effect.map(Effect.either(loop(0)), (result) => ({
+    outputs,
+    failure: result._tag === "Left" ? result.left : undefined
+  }))
+}
+
+/**
+ * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the
+ * state machine, and the idle timeout over events that make progress. Reading stops as soon as the machine is done.
+ *
+ * The events of one read are decoded and stepped together, in one effect, rather than as one stream element each:
+ * per-element stream stages and a timer per element cost far more than the decoding itself (see
+ * `docs/performance.md`). The order of outputs and failures is the order of the events.
  *
  * @internal
  */
@@ -161,14 +229,27 @@ export const run = <Ev>(options: {
   readonly decode: (event: Sse.Event) => Effect.Effect<Option.Option<Ev>, ProviderFailure.ProviderFailure>
   readonly machine: Machine<Ev>
 }): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => {
-  const { machine } = options
-  const decoded = events(options.body, options.settings).pipe(
-    Stream.mapEffect(options.decode),
-    Stream.filterMap((o) => o)
-  )
-  const outputs = idleTimeout(decoded, options.settings.idleTimeout).pipe(
-    Stream.mapEffect(machine.step),
-    Stream.takeUntil(() => machine.done())
+  const { decode, machine, settings } = options
+  const steps: Channel.Channel<
+    Chunk.Chunk<Outputs>,
+    Chunk.Chunk<Sse.Event>,
+    ProviderFailure.ProviderFailure,
+    ProviderFailure.ProviderFailure,
+    void,
+    unknown
+  > = Channel.readWithCause({
+    onInput: (input: Chunk.Chunk<Sse.Event>) =>
+      Channel.unwrap(Effect.map(stepAll(input, settings, decode, machine), ({ failure, outputs }) => {
+        const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
+        if (failure !== undefined) return Channel.zipRight(written, Channel.fail(failure))
+        return machine.done() ? written : Channel.zipRight(written, steps)
+      })),
+    onFailure: Channel.failCause,
+    onDone: () => Channel.void
+  })
+  const outputs = idleTimeout(
+    events(options.body, settings).pipe(Stream.pipeThroughChannel(steps)),
+    settings.idleTimeout
   )
   return Stream.suspend(() => {
     let ended = false
@@ -180,7 +261,8 @@ export const run = <Ev>(options: {
     return outputs.pipe(
       Stream.catchAll((failure) => end(Option.some(failure))),
       Stream.concat(Stream.suspend(() => ended || machine.done() ? Stream.empty : end(Option.none()))),
-      Stream.flattenIterables
+      // one chunk of events per read, not one stream element per protocol event
+      Stream.mapChunks(flatten)
     )
   })
 }

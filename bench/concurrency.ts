@@ -1,0 +1,188 @@
+/**
+ * Figure 3: many concurrent streams with faults. The simulator (its own process) serves a Chat Completions reply
+ * whose script faults 1 request in 9 among the first N, so ~10 % of all attempts fail (reset mid-body, premature
+ * EOF, 503, in-band `server_error`); every stream must still commit the right text. reprise (`Recovery.generate`,
+ * undici client, 10 ms backoff) and a plain undici loop with the same retry rule each run in a fresh child process
+ * (`bench/concurrency.ts child <mode> <url> <n>`) so their peak RSS is their own.
+ */
+import * as Message from "@reprise/core/Message"
+import * as Policy from "@reprise/core/Policy"
+import * as Recovery from "@reprise/core/Recovery"
+import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Redacted from "effect/Redacted"
+import { chatWithRetry } from "./support/plain.js"
+import * as Server from "./support/server.js"
+import { child, fmt, gc, memorySampler, table } from "./support/stats.js"
+
+const words = Array.from({ length: 240 }, (_, i) => `word${i % 37}`)
+/** The reply every stream must commit (~1.6 KB of text, one delta per word). */
+export const replyText = words.join(" ")
+
+const faults = [
+  { kind: "reset", afterBytes: 300 },
+  { kind: "eof" },
+  { kind: "status", status: 503 },
+  { kind: "error" }
+] as const
+
+export const script = (streams: number) => {
+  const steps: Array<unknown> = []
+  let f = 0
+  for (let i = 0; i < streams; i++) steps.push(i % 9 === 8 ? faults[f++ % faults.length] : { kind: "stream" })
+  return {
+    routes: { "openai-chat": { reply: { text: replyText }, steps, afterLast: "reply" } }
+  }
+}
+
+export interface ChildResult {
+  readonly mode: string
+  readonly streams: number
+  readonly attempts: number
+  readonly ok: number
+  readonly wallMs: number
+  readonly rssBeforeMB: number
+  readonly peakRssMB: number
+  readonly peakHeapMB: number
+}
+
+const MB = 1024 * 1024
+
+const runChild = async (mode: string, url: string, streams: number): Promise<ChildResult> => {
+  const baseUrl = `${url}/v1`
+  let attempts = 0
+  let ok = 0
+  let body: () => Promise<void>
+  let dispose = async () => {}
+  if (mode === "reprise") {
+    const runtime = ManagedRuntime.make(Layer.mergeAll(
+      HttpProvider.layerUndici("openai-chat", { apiKey: Redacted.make("sk-bench-not-a-key"), baseUrl }),
+      Policy.layer({ backoffBase: Duration.millis(10), backoffMax: Duration.millis(100), jitter: false })
+    ))
+    await runtime.runPromise(Effect.void)
+    dispose = () => runtime.dispose()
+    const request = { model: "bench", messages: [Message.user("hi")] }
+    body = () =>
+      runtime.runPromise(
+        Effect.forEach(
+          Array.from({ length: streams }),
+          () =>
+            Effect.map(Recovery.generate(request), (reply) => {
+              attempts += reply.attempts
+              if (reply.text === replyText) ok++
+            }),
+          { concurrency: "unbounded", discard: true }
+        )
+      )
+  } else {
+    const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
+    body = async () => {
+      await Promise.all(Array.from({ length: streams }, async () => {
+        const result = await chatWithRetry(baseUrl, request, { attempts: 11, backoffMs: 10 })
+        attempts += result.attempts
+        if (result.text === replyText) ok++
+      }))
+    }
+  }
+  gc()
+  const rssBefore = process.memoryUsage.rss()
+  const sampler = memorySampler(5)
+  const start = performance.now()
+  await body()
+  const wallMs = performance.now() - start
+  const peaks = sampler.stop()
+  await dispose()
+  return {
+    mode,
+    streams,
+    attempts,
+    ok,
+    wallMs,
+    rssBeforeMB: rssBefore / MB,
+    peakRssMB: peaks.peakRss / MB,
+    peakHeapMB: peaks.peakHeap / MB
+  }
+}
+
+export interface ConcurrencyResult {
+  readonly streams: number
+  readonly faultedAttempts: number
+  readonly reprise: ChildResult
+  readonly baseline: ChildResult
+  /** reprise wall time / baseline wall time. */
+  readonly wallRatio: number
+  /** reprise peak RSS / baseline peak RSS. */
+  readonly rssRatio: number
+}
+
+export const run = async (options: { streams: number }): Promise<ConcurrencyResult> => {
+  const dir = Server.tempDir()
+  const results: Record<string, ChildResult> = {}
+  for (const mode of ["reprise", "baseline"]) {
+    // a fresh simulator per mode: its script counts requests from the start
+    const server = await Server.start(dir, script(options.streams))
+    try {
+      results[mode] = await child("concurrency.ts", ["child", mode, server.url, String(options.streams)])
+    } finally {
+      await server.stop()
+    }
+  }
+  const faulted = Math.floor((options.streams + 1) / 9)
+  for (const r of Object.values(results)) {
+    if (r.ok !== options.streams) throw new Error(`${r.mode}: ${r.ok} of ${options.streams} streams committed`)
+  }
+  return {
+    streams: options.streams,
+    faultedAttempts: faulted,
+    reprise: results.reprise,
+    baseline: results.baseline,
+    wallRatio: results.reprise.wallMs / results.baseline.wallMs,
+    rssRatio: results.reprise.peakRssMB / results.baseline.peakRssMB
+  }
+}
+
+export const print = (r: ConcurrencyResult) =>
+  table(
+    `3. ${r.streams} concurrent streams, ${r.faultedAttempts} faulted attempts (${
+      fmt(100 * r.faultedAttempts / r.reprise.attempts, 1)
+    } %); all committed the right text (target: peak RSS < 512 MB)`,
+    [
+      "client",
+      "attempts",
+      "wall ms",
+      "streams/s",
+      "RSS before MB",
+      "peak RSS MB",
+      "RSS/stream KB",
+      "wall ratio",
+      "RSS ratio"
+    ],
+    [r.reprise, r.baseline].map((c) => [
+      c.mode === "reprise" ? "reprise (Recovery.generate)" : "plain undici + retry loop",
+      String(c.attempts),
+      fmt(c.wallMs, 0),
+      fmt(c.streams / (c.wallMs / 1000), 0),
+      fmt(c.rssBeforeMB, 1),
+      fmt(c.peakRssMB, 1),
+      fmt((c.peakRssMB - c.rssBeforeMB) * 1024 / c.streams, 1),
+      c.mode === "reprise" ? `${fmt(r.wallRatio)}x` : "1.00x",
+      c.mode === "reprise" ? `${fmt(r.rssRatio)}x` : "1.00x"
+    ])
+  )
+
+if (process.argv[2] === "child") {
+  const [mode, url, n] = process.argv.slice(3)
+  runChild(mode, url, Number(n)).then(
+    (result) => {
+      console.log(JSON.stringify(result))
+      process.exit(0)
+    },
+    (error) => {
+      console.error(error)
+      process.exit(1)
+    }
+  )
+}

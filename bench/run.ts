@@ -1,0 +1,135 @@
+/**
+ * `npm run bench`: every figure of DESIGN §6, each measured side by side with its baseline in the same run and
+ * reported as ratios. Prints one table per figure and writes `bench/results.json` (machine, Node version, run
+ * counts, medians and spread). Not part of `npm test` or `.ci/run`.
+ *
+ * `npm run bench -- --quick` runs fewer, smaller samples (a smoke test of the harness, not a measurement).
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as Concurrency from "./concurrency.js"
+import * as Decode from "./decode.js"
+import * as E2e from "./e2e.js"
+import * as Growth from "./growth.js"
+import * as Latency from "./latency.js"
+import { repoRoot } from "./support/corpus.js"
+import { fmt, machine, table } from "./support/stats.js"
+
+const quick = process.argv.includes("--quick")
+
+const settings = quick
+  ? {
+    decode: { sizeMB: 2, iterations: 2 },
+    e2e: { sizeMB: 1, runs: 3, warmup: 1 },
+    concurrency: { streams: 100 },
+    latency: { replies: 12 },
+    growth: { sizesMB: [1, 4] }
+  }
+  : {
+    decode: { sizeMB: 10, iterations: 5 },
+    e2e: { sizeMB: 5, runs: 9, warmup: 2 },
+    concurrency: { streams: 1000 },
+    latency: { replies: 60 },
+    growth: { sizesMB: [1, 10, 100] }
+  }
+
+const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
+
+const main = async () => {
+  const started = performance.now()
+  const info = machine()
+  console.log(
+    `reprise bench${quick ? " (quick)" : ""}: ${info.cpuModel}, ${info.cores} cores, ${info.totalMemMB} MB, ` +
+      `${info.os}, Node ${info.node}`
+  )
+  const timings: Record<string, number> = {}
+  const step = async <A>(name: string, f: () => Promise<A>): Promise<A> => {
+    const t = performance.now()
+    const a = await f()
+    timings[name] = Math.round(performance.now() - t)
+    return a
+  }
+
+  const decode = await step("decode", () => Decode.run(settings.decode))
+  Decode.print(decode)
+  const e2e = await step("e2e", () => E2e.run(settings.e2e))
+  E2e.print(e2e)
+  const concurrency = await step("concurrency", () => Concurrency.run(settings.concurrency))
+  Concurrency.print(concurrency)
+  const latency = await step("latency", () => Latency.run(settings.latency))
+  Latency.print(latency)
+  const growth = await step("growth", () => Growth.run(settings.growth))
+  Growth.print(growth)
+
+  const targets = [
+    ...decode.map((r) => ({
+      figure: `1. decode ${r.protocol} vs official`,
+      target: ">= 1.0x",
+      value: r.ratioVsOfficial,
+      met: r.ratioVsOfficial >= 1.0
+    })),
+    ...decode.map((r) => ({
+      figure: `1. decode ${r.protocol} vs baseline`,
+      target: ">= 0.5x",
+      value: r.ratioVsBaseline,
+      met: r.ratioVsBaseline >= 0.5
+    })),
+    { figure: "2. end-to-end wall time vs plain undici", target: "<= 1.15x", value: e2e.ratio, met: e2e.ratio <= 1.15 },
+    {
+      figure: `3. peak RSS, ${concurrency.streams} streams (MB)`,
+      target: "< 512",
+      value: concurrency.reprise.peakRssMB,
+      met: concurrency.reprise.peakRssMB < 512
+    },
+    {
+      figure: "4. recovery latency median (ms)",
+      target: "< 5",
+      value: latency.reprise.median,
+      met: latency.reprise.median < 5
+    },
+    {
+      figure: "5. time per MB, largest / middle size",
+      target: "~1.0 (linear)",
+      value: growth.timeLinearity,
+      met: growth.timeLinearity < 1.25
+    },
+    {
+      figure: "5. live heap, largest - smallest size (MB)",
+      target: "~0 (flat)",
+      value: growth.liveHeapSpreadMB,
+      met: Math.abs(growth.liveHeapSpreadMB) < 5
+    }
+  ]
+  table(
+    "Targets",
+    ["figure", "target", "value", "verdict"],
+    targets.map((t) => [t.figure, t.target, fmt(t.value), verdict(t.met)])
+  )
+
+  const totalMs = Math.round(performance.now() - started)
+  const results = {
+    generatedAt: new Date().toISOString(),
+    quick,
+    machine: info,
+    settings,
+    durationMs: totalMs,
+    figureDurationsMs: timings,
+    decode,
+    e2e,
+    concurrency,
+    latency,
+    growth,
+    targets
+  }
+  const file = Path.join(repoRoot, "bench", "results.json")
+  Fs.writeFileSync(file, JSON.stringify(results, null, 2) + "\n")
+  console.log(`\nwrote ${Path.relative(process.cwd(), file)} in ${(totalMs / 1000).toFixed(1)} s`)
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error)
+    process.exit(1)
+  }
+)

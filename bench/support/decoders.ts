@@ -1,0 +1,136 @@
+/**
+ * The decoders figure 1 and figure 5 compare, each reading the same chunked bytes and producing the reply's text:
+ *
+ * - `reprise`: the real provider (`HttpProvider.make(protocol)`) over an in-memory `HttpClient` whose response body is
+ *   the chunked bytes: the full pipeline (`Stream.decodeText` → `Sse.makeChannel` → `Schema.parseJson(Event)` → the
+ *   protocol's state machine with terminal enforcement) down to typed `GenerationEvent`s.
+ * - `baseline`: `eventsource-parser` + `JSON.parse` + the protocol's terminal check, in a plain loop.
+ * - `official`: the official SDK's stream decoder (`openai` `Stream.fromSSEResponse`, `@anthropic-ai/sdk`
+ *   `Stream.fromSSEResponse`) over a `Response` built from the same chunks.
+ */
+import { Stream as AnthropicStream } from "@anthropic-ai/sdk/streaming"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Budget from "@reprise/core/Budget"
+import * as Message from "@reprise/core/Message"
+import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import { createParser } from "eventsource-parser"
+import { Stream as OpenAiStream } from "openai/streaming"
+import { type Corpus, type Protocol, response } from "./corpus.js"
+
+export interface Decoded {
+  readonly textLength: number
+  readonly finished: boolean
+}
+
+export type Decoder = (corpus: Corpus) => Promise<Decoded>
+
+const request = { model: "bench", messages: [Message.user("hi")] }
+const apiKey = Redacted.make("sk-bench-not-a-key")
+
+/** An `HttpClient` that answers every request with the chunks as a `text/event-stream` body. */
+export const memoryClient = (corpus: Corpus): HttpClient.HttpClient =>
+  HttpClient.make((req) => Effect.sync(() => HttpClientResponse.fromWeb(req, response(corpus))))
+
+export const reprise: Decoder = (corpus) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const provider = yield* HttpProvider.make(corpus.protocol, { apiKey, baseUrl: "http://bench.invalid/v1" })
+      let textLength = 0
+      let finished = false
+      yield* provider.stream(request).pipe(
+        Stream.runForEach((event) =>
+          Effect.sync(() => {
+            if (event._tag === "TextDelta") textLength += event.text.length
+            else if (event._tag === "Finish") finished = true
+          })
+        ),
+        Budget.scoped
+      )
+      return { textLength, finished }
+    }).pipe(Effect.provideService(HttpClient.HttpClient, memoryClient(corpus)))
+  )
+
+type Json = Record<string, any>
+
+/** The protocol's terminal check and text extraction, as a hand-written client would do it. */
+const protocolOf = (protocol: Protocol) => {
+  switch (protocol) {
+    case "openai-chat":
+      return {
+        text: (p: Json): string | undefined => p.choices?.[0]?.delta?.content ?? undefined,
+        terminal: (p: Json): boolean => p.choices?.[0]?.finish_reason != null
+      }
+    case "anthropic":
+      return {
+        text: (p: Json): string | undefined =>
+          p.type === "content_block_delta" && p.delta?.type === "text_delta" ? p.delta.text : undefined,
+        terminal: (p: Json): boolean => p.type === "message_stop"
+      }
+    case "openai-responses":
+    case "subscription":
+      return {
+        text: (p: Json): string | undefined => p.type === "response.output_text.delta" ? p.delta : undefined,
+        terminal: (p: Json): boolean =>
+          p.type === "response.completed" || p.type === "response.done" || p.type === "response.incomplete"
+      }
+  }
+}
+
+export const baseline: Decoder = async (corpus) => {
+  const protocol = corpus.protocol
+  const { terminal, text } = protocolOf(protocol)
+  let textLength = 0
+  let finished = false
+  const parser = createParser({
+    onEvent(event) {
+      if (finished || event.event === "ping") return
+      if (event.data === "[DONE]") {
+        if (protocol === "subscription") finished = true
+        return
+      }
+      const payload = JSON.parse(event.data) as Json
+      if (payload.error != null && typeof payload.error === "object") throw new Error("in-band error")
+      const t = text(payload)
+      if (typeof t === "string") textLength += t.length
+      if (terminal(payload)) finished = true
+    }
+  })
+  const reader = response(corpus).body!.getReader()
+  const decoder = new TextDecoder()
+  while (true) {
+    const { done, value } = await reader.read()
+    if (done) break
+    parser.feed(decoder.decode(value, { stream: true }))
+    if (finished && protocol !== "openai-chat") {
+      await reader.cancel()
+      break
+    }
+  }
+  if (!finished) throw new Error("premature EOF")
+  return { textLength, finished }
+}
+
+export const official: Decoder = async (corpus) => {
+  const protocol = corpus.protocol
+  const { terminal, text } = protocolOf(protocol)
+  let textLength = 0
+  let finished = false
+  const controller = new AbortController()
+  const stream = protocol === "anthropic"
+    ? AnthropicStream.fromSSEResponse<Json>(response(corpus), controller)
+    : OpenAiStream.fromSSEResponse<Json>(response(corpus), controller)
+  for await (const payload of stream) {
+    const t = text(payload)
+    if (typeof t === "string") textLength += t.length
+    if (terminal(payload)) {
+      finished = true
+      if (protocol !== "openai-chat") break
+    }
+  }
+  if (!finished) throw new Error("premature EOF")
+  return { textLength, finished }
+}

@@ -1,0 +1,132 @@
+/**
+ * Small statistics and reporting helpers shared by the figures.
+ */
+import * as ChildProcess from "node:child_process"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { repoRoot } from "./corpus.js"
+
+export interface Summary {
+  readonly n: number
+  readonly median: number
+  readonly p99: number
+  readonly min: number
+  readonly max: number
+  /** Median absolute deviation. */
+  readonly mad: number
+}
+
+export const quantile = (sorted: ReadonlyArray<number>, q: number): number => {
+  if (sorted.length === 0) return Number.NaN
+  const pos = (sorted.length - 1) * q
+  const lo = Math.floor(pos)
+  const hi = Math.ceil(pos)
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo)
+}
+
+export const summarize = (samples: ReadonlyArray<number>): Summary => {
+  const sorted = [...samples].sort((a, b) => a - b)
+  const median = quantile(sorted, 0.5)
+  const deviations = sorted.map((x) => Math.abs(x - median)).sort((a, b) => a - b)
+  return {
+    n: sorted.length,
+    median,
+    p99: quantile(sorted, 0.99),
+    min: sorted[0] ?? Number.NaN,
+    max: sorted[sorted.length - 1] ?? Number.NaN,
+    mad: quantile(deviations, 0.5)
+  }
+}
+
+/** Runs `f` `warmup` times unmeasured, then `runs` times, and returns the wall times in milliseconds. */
+export const timed = async (runs: number, warmup: number, f: () => Promise<unknown>): Promise<Array<number>> => {
+  for (let i = 0; i < warmup; i++) await f()
+  const out: Array<number> = []
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now()
+    await f()
+    out.push(performance.now() - start)
+  }
+  return out
+}
+
+export const machine = () => {
+  const cpus = Os.cpus()
+  return {
+    os: `${Os.type()} ${Os.release()} ${Os.arch()}`,
+    cpuModel: cpus[0]?.model ?? "unknown",
+    cores: cpus.length,
+    totalMemMB: Math.round(Os.totalmem() / 1024 / 1024),
+    node: process.version
+  }
+}
+
+export const fmt = (x: number, digits = 2) =>
+  Number.isFinite(x) ? x.toFixed(Math.abs(x) >= 100 ? Math.min(digits, 0) : digits) : String(x)
+
+/** Prints a table with aligned columns. */
+export const table = (title: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
+  const line = (cells: ReadonlyArray<string>) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ")
+  console.log(`\n${title}`)
+  console.log(line(header))
+  console.log(widths.map((w) => "-".repeat(w)).join("  "))
+  for (const row of rows) console.log(line(row))
+}
+
+/**
+ * Runs a bench script in a fresh Node process (tsx loader, `--expose-gc`) and returns the JSON it prints last on
+ * stdout. A fresh process gives a clean peak RSS.
+ */
+export const child = (script: string, args: ReadonlyArray<string>, timeoutMs = 120_000): Promise<any> =>
+  new Promise((resolve, reject) => {
+    const proc = ChildProcess.spawn(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", Path.join(repoRoot, "bench", script), ...args],
+      { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] }
+    )
+    let out = ""
+    const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs)
+    proc.stdout.on("data", (d) => (out += d))
+    proc.on("error", reject)
+    proc.on("close", (code) => {
+      clearTimeout(timer)
+      const last = out.trim().split("\n").pop() ?? ""
+      if (code !== 0) return reject(new Error(`${script} ${args.join(" ")} exited with ${code}: ${out.slice(-500)}`))
+      try {
+        resolve(JSON.parse(last))
+      } catch (error) {
+        reject(new Error(`${script}: no JSON result: ${String(error)}: ${out.slice(-500)}`))
+      }
+    })
+  })
+
+/** Samples RSS and heap every `everyMs` until stopped; reports the peaks. */
+export const memorySampler = (everyMs = 5) => {
+  let peakRss = process.memoryUsage.rss()
+  let peakHeap = process.memoryUsage().heapUsed
+  const sample = () => {
+    const rss = process.memoryUsage.rss()
+    if (rss > peakRss) peakRss = rss
+    const heap = process.memoryUsage().heapUsed
+    if (heap > peakHeap) peakHeap = heap
+  }
+  const timer = setInterval(sample, everyMs)
+  return {
+    sample,
+    stop: () => {
+      clearInterval(timer)
+      sample()
+      return { peakRss, peakHeap }
+    }
+  }
+}
+
+export const gc = () => {
+  const g = (globalThis as { gc?: () => void }).gc
+  if (g !== undefined) {
+    g()
+    g()
+  }
+}
