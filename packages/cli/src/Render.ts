@@ -129,7 +129,11 @@ export const make = (mode: Mode) =>
             ? fresh
             : Effect.zipRight(
               fresh,
-              output.stderr(`reprise: the text above attempt ${discarded.attempt + 1} was discarded\n`)
+              output.stderr(
+                `reprise: attempt ${
+                  discarded.attempt + 1
+                } committed; text shown by earlier attempts is not part of the answer\n`
+              )
             )
         }
       }

@@ -59,11 +59,14 @@ describe("Render", () => {
       assert.strictEqual(stderr, retryLine)
     }))
 
-  it.effect("tty: previews live, the replay on a fresh line, and a notice that the text above was discarded", () =>
+  it.effect("tty: previews live, the replay on a fresh line, and a notice that earlier text is not the answer", () =>
     Effect.gen(function*() {
       const { stderr, stdout } = yield* play("tty", true)
       assert.strictEqual(stdout, "Hello wor\nHello there\n")
-      assert.strictEqual(stderr, retryLine + "reprise: the text above attempt 2 was discarded\n")
+      assert.strictEqual(
+        stderr,
+        retryLine + "reprise: attempt 2 committed; text shown by earlier attempts is not part of the answer\n"
+      )
     }))
 
   it.effect("json: one event per line", () =>
