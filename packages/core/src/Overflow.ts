@@ -8,12 +8,13 @@
  * - the failed attempt emitted no visible output.
  *
  * Every retry runs inside the same {@link Budget.Budget} scope as the first try: overflow retries spend the same
- * attempts and the same deadline.
+ * attempts and the same deadline. Inside `Recovery.disabled` there are none: the overflow surfaces unchanged.
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Budget from "./Budget.js"
@@ -135,15 +136,17 @@ export const run = <A, E, R>(
   messages: ReadonlyArray<Message.Message>,
   f: (view: ReadonlyArray<Message.Message>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, Exclude<R, Budget.Budget>> =>
-  Budget.scoped(Effect.flatMap(OverflowStrategy, (strategy) => {
-    const loop = (view: ReadonlyArray<Message.Message>): Effect.Effect<A, E, R> =>
-      Effect.catchIf(f(view), (error: E) => isRecoverableOverflow(error), (error) => {
-        const next = strategy.shrink(view)
-        if (Option.isNone(next) || size(next.value) >= size(view)) return Effect.fail(error)
-        return loop(next.value)
-      })
-    return loop(messages)
-  }))
+  Budget.scoped(
+    Effect.flatMap(Effect.zip(OverflowStrategy, FiberRef.get(Recovery.currentReplay)), ([strategy, replay]) => {
+      const loop = (view: ReadonlyArray<Message.Message>): Effect.Effect<A, E, R> =>
+        Effect.catchIf(f(view), (error: E) => replay && isRecoverableOverflow(error), (error) => {
+          const next = strategy.shrink(view)
+          if (Option.isNone(next) || size(next.value) >= size(view)) return Effect.fail(error)
+          return loop(next.value)
+        })
+      return loop(messages)
+    })
+  )
 
 /**
  * {@link Recovery.generate} with overflow recovery over the request's messages.

@@ -6,6 +6,7 @@ import * as Message from "../src/Message.js"
 import * as Overflow from "../src/Overflow.js"
 import * as Provider from "../src/Provider.js"
 import * as ProviderFailure from "../src/ProviderFailure.js"
+import * as Recovery from "../src/Recovery.js"
 
 const overflow = ProviderFailure.fromHttpStatus({
   status: 400,
@@ -116,6 +117,18 @@ describe("Overflow", () => {
       )
       assert.strictEqual(error, withOutput)
       assert.strictEqual(yield* Ref.get(calls), 1)
+    }))
+
+  it.effect("inside Recovery.disabled the overflow surfaces after one send", () =>
+    Effect.gen(function*() {
+      const provider = yield* limitedProvider(800)
+      const error = yield* Effect.flip(
+        Recovery.disabled(Overflow.generate({ model: "m", messages: conversation })).pipe(
+          Effect.provide(provider.layer)
+        )
+      )
+      assert.strictEqual(error._tag === "ProviderRejection" && error.reason, "ContextOverflow")
+      assert.strictEqual((yield* provider.seen).length, 1)
     }))
 
   it.effect("other errors pass through untouched", () =>
