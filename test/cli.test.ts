@@ -207,8 +207,8 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const dir = tempDir()
       const session = path.join(dir, "s.jsonl")
       const running = yield* start(chatArgs(base, "--session", session, "go"), env)
+      // The request is on the wire and its stream stalls after three events: the CLI is mid-stream.
       const request = yield* sim.awaitRequest("openai-chat", 1)
-      yield* Effect.sleep(Duration.millis(200))
       const sent = Date.now()
       running.child.kill("SIGINT")
       const result = yield* running.exit

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Simulator from "@reprise/providers/Simulator"
-import { Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { start } from "./utils/spawn.js"
 
 const env = { OPENAI_API_KEY: "sk-repl-test" }
@@ -13,12 +13,6 @@ const env = { OPENAI_API_KEY: "sk-repl-test" }
 interface ChatBody {
   readonly messages: ReadonlyArray<{ readonly role: string; readonly content: string }>
 }
-
-const waitFor = (read: () => string, pattern: RegExp) =>
-  Effect.gen(function*() {
-    // Polls the child's output; bounded by the test timeout.
-    while (!pattern.test(read())) yield* Effect.sleep(Duration.millis(10))
-  })
 
 describe("repl-recovery", () => {
   it.live(
@@ -55,7 +49,7 @@ describe("repl-recovery", () => {
         ], env)
 
         yield* repl.write("Capital of France?\n")
-        yield* waitFor(repl.stdout, /Paris\.\n/)
+        yield* repl.awaitStdout(/Paris\.\n/)
 
         // Two prompts arrive together: the first fails after exhaustion, the second was queued behind it.
         yield* repl.write("Capital of Spain?\nCapital of Italy?\n")
@@ -65,7 +59,7 @@ describe("repl-recovery", () => {
 
         // Typed afterwards: sent with the committed transcript, without the failed or dropped prompts.
         yield* repl.write("Capital of Germany?\n")
-        yield* waitFor(repl.stdout, /Berlin\.\n/)
+        yield* repl.awaitStdout(/Berlin\.\n/)
         const fourth = (yield* sim.requestsTo("openai-chat"))[3].body as ChatBody
         assert.deepStrictEqual(fourth.messages.map((m) => [m.role, m.content]), [
           ["user", "Capital of France?"],

@@ -27,6 +27,8 @@ export interface Running {
   readonly child: ChildProcessWithoutNullStreams
   readonly stdout: () => string
   readonly stderr: () => string
+  /** Resolves when stdout has printed text matching `pattern`. */
+  readonly awaitStdout: (pattern: RegExp) => Effect.Effect<void>
   /** Resolves when stderr has printed text matching `pattern`. */
   readonly awaitStderr: (pattern: RegExp) => Effect.Effect<void>
   readonly write: (text: string) => Effect.Effect<void>
@@ -41,17 +43,29 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
       const child = spawn(process.execPath, [bin, ...args], { cwd, env: { ...cleanEnv(), ...env } })
       let stdout = ""
       let stderr = ""
-      const waiters: Array<[RegExp, () => void]> = []
-      child.stdout.setEncoding("utf8").on("data", (d: string) => stdout += d)
-      child.stderr.setEncoding("utf8").on("data", (d: string) => {
-        stderr += d
+      const waiters: Array<{ readonly on: "stdout" | "stderr"; readonly pattern: RegExp; readonly done: () => void }> =
+        []
+      const wake = () => {
         for (const w of [...waiters]) {
-          if (w[0].test(stderr)) {
+          if (w.pattern.test(w.on === "stdout" ? stdout : stderr)) {
             waiters.splice(waiters.indexOf(w), 1)
-            w[1]()
+            w.done()
           }
         }
+      }
+      child.stdout.setEncoding("utf8").on("data", (d: string) => {
+        stdout += d
+        wake()
       })
+      child.stderr.setEncoding("utf8").on("data", (d: string) => {
+        stderr += d
+        wake()
+      })
+      const awaitText = (on: "stdout" | "stderr") => (pattern: RegExp) =>
+        Effect.async<void>((resume) => {
+          if (pattern.test(on === "stdout" ? stdout : stderr)) return resume(Effect.void)
+          waiters.push({ on, pattern, done: () => resume(Effect.void) })
+        })
       const exited = new Promise<Result>((resolve) =>
         child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
       )
@@ -59,11 +73,8 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
         child,
         stdout: () => stdout,
         stderr: () => stderr,
-        awaitStderr: (pattern) =>
-          Effect.async<void>((resume) => {
-            if (pattern.test(stderr)) return resume(Effect.void)
-            waiters.push([pattern, () => resume(Effect.void)])
-          }),
+        awaitStdout: awaitText("stdout"),
+        awaitStderr: awaitText("stderr"),
         write: (text) => Effect.async<void>((resume) => void child.stdin.write(text, () => resume(Effect.void))),
         end: Effect.sync(() => void child.stdin.end()),
         exit: Effect.promise(() => exited)
