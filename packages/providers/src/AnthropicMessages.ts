@@ -240,7 +240,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
       ? Internal.parseArguments(block.json)
       : Option.some(block.input ?? {})
     if (Option.isNone(args)) {
-      truncated ??= Internal.truncatedArguments(protocol, block.name, block.json)
+      truncated ??= Internal.truncatedArguments(protocol, block.name, block.json, settings.scrub)
       return Option.none()
     }
     return Option.some(Generation.ToolCallComplete({ call: { id: block.id, name: block.name, arguments: args.value } }))

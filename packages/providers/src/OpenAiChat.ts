@@ -206,7 +206,9 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
     for (const index of [...calls.keys()].sort((a, b) => a - b)) {
       const call = calls.get(index)!
       const args = Internal.parseArguments(call.arguments)
-      if (Option.isNone(args)) return Effect.fail(Internal.truncatedArguments(protocol, call.name, call.arguments))
+      if (Option.isNone(args)) {
+        return Effect.fail(Internal.truncatedArguments(protocol, call.name, call.arguments, settings.scrub))
+      }
       out.push(Generation.ToolCallComplete({
         call: { id: call.id ?? `call_${index}`, name: call.name ?? "", arguments: args.value }
       }))

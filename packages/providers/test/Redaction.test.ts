@@ -36,6 +36,18 @@ const scenarios = (subject: (typeof subjects)[number]): Record<string, Scenario>
       res.end(`<html>${KEY}</html>`)
     }
   }),
+  "request id echoing the key (HTTP 503)": () => ({
+    respond: (res) => {
+      res.writeHead(503, { "content-type": "application/json", "x-request-id": `req_${KEY}` })
+      res.end(subject.errorBody("server_error", "busy"))
+    }
+  }),
+  "request id echoing the key (in-band error)": () => ({
+    respond: (res) => {
+      res.writeHead(200, { "content-type": "text/event-stream", "request-id": `req_${KEY}` })
+      res.end(subject.partial + subject.inBandTransient)
+    }
+  }),
   "redirect": (url) => ({
     respond: (res) => {
       res.writeHead(307, { location: `${url}/steal?key=${KEY}` })

@@ -256,7 +256,8 @@ export const readFailure = (
     const headers = response.headers
     const after = yield* retryAfter(headers)
     const retry = shouldRetry(headers)
-    const id = requestId(headers)
+    const rawId = requestId(headers)
+    const id = rawId === undefined ? undefined : settings.scrub(rawId)
     const location = header(headers, "location")
     const detail = error.message ?? (status >= 300 && status < 400 ? "redirects are not followed" : undefined)
     const input: ProviderFailure.HttpFailureInput = {
@@ -404,12 +405,14 @@ export const open = (
 }
 
 /**
- * The request id of a successful response, for in-band errors.
+ * The request id of a successful response, for in-band errors, scrubbed of the key like any server text.
  *
  * @internal
  */
-export const responseRequestId = (response: HttpClientResponse.HttpClientResponse): Option.Option<string> =>
-  Option.fromNullable(requestId(response.headers))
+export const responseRequestId = (
+  response: HttpClientResponse.HttpClientResponse,
+  scrub: (text: string) => string
+): Option.Option<string> => Option.map(Option.fromNullable(requestId(response.headers)), scrub)
 
 /**
  * An in-band error event, with every provider-supplied text scrubbed of the key.

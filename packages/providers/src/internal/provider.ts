@@ -47,7 +47,7 @@ export const makeService = <Ev>(options: {
         Effect.suspend(() => Http.open(options.client, options.request(request), options.settings)),
         (response) => {
           const decoder = options.decoder({
-            requestId: Option.getOrUndefined(Http.responseRequestId(response))
+            requestId: Option.getOrUndefined(Http.responseRequestId(response, options.settings.scrub))
           })
           return SseInternal.run({
             body: response.stream,
@@ -83,13 +83,17 @@ export const parseArguments = (raw: string): Option.Option<unknown> => {
 export const truncatedArguments = (
   protocol: string,
   name: string | undefined,
-  raw: string
+  raw: string,
+  scrub: (text: string) => string
 ): TransportError.TransportError =>
   new TransportError.TransportError({
     reason: "TruncatedToolArguments",
-    detail: `${protocol}: the arguments of tool call ${
-      JSON.stringify(name ?? "(unnamed)")
-    } are not complete JSON (${raw.length} characters received)`
+    // the name is server text: scrubbed of the key like every other
+    detail: scrub(
+      `${protocol}: the arguments of tool call ${
+        JSON.stringify(name ?? "(unnamed)")
+      } are not complete JSON (${raw.length} characters received)`
+    )
   })
 
 /**

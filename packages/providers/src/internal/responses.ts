@@ -168,7 +168,9 @@ export const decoder = (
     const out: Array<Generation.GenerationEvent> = []
     for (const item of items) {
       const args = Internal.parseArguments(item.arguments)
-      if (Option.isNone(args)) return Effect.fail(Internal.truncatedArguments(protocol, item.name, item.arguments))
+      if (Option.isNone(args)) {
+        return Effect.fail(Internal.truncatedArguments(protocol, item.name, item.arguments, settings.scrub))
+      }
       out.push(Generation.ToolCallComplete({
         call: { id: item.callId ?? item.key, name: item.name ?? "", arguments: args.value }
       }))
