@@ -153,10 +153,14 @@ export const decoder = (
   acceptDone: boolean
 ) => {
   const decodeEvent = SseInternal.jsonDecoder(ResponsesEvent, settings)
+  // A `keepalive` event (sent during long server-side work) is not progress, like an SSE comment or a `ping`.
   const decode = (event: Sse.Event): Effect.Effect<Option.Option<Event>, ProviderFailure.ProviderFailure> =>
     event.data.trim() === "[DONE]"
       ? Effect.succeed(Option.some({ _tag: "Done" }))
-      : Effect.map(decodeEvent(event), (e) => Option.some({ _tag: "Event", event: e }))
+      : Effect.map(
+        decodeEvent(event),
+        (e) => e.type === "keepalive" ? Option.none() : Option.some({ _tag: "Event", event: e })
+      )
 
   const calls = new Map<string, StreamedCall>()
   let ordinal = 0
@@ -192,15 +196,23 @@ export const decoder = (
    * are.
    */
   const reconcile = (output: unknown) => {
+    const streamed = streamedItems()
+    // A listed call without arguments keeps what was streamed for it (matched by call id or item id).
+    const streamedArguments = (callId: string | undefined, key: string | undefined) =>
+      streamed.find((call) => (callId !== undefined && call.callId === callId) || call.key === key)?.arguments ?? ""
     const listed = Array.isArray(output)
-      ? output.filter((item) => field(item, "type") === "function_call").map((item, i) => ({
-        callId: str(field(item, "call_id")),
-        name: str(field(item, "name")),
-        arguments: str(field(item, "arguments")) ?? "",
-        key: str(field(item, "id")) ?? `call_${i}`
-      }))
+      ? output.filter((item) => field(item, "type") === "function_call").map((item, i) => {
+        const callId = str(field(item, "call_id"))
+        const id = str(field(item, "id"))
+        return {
+          callId,
+          name: str(field(item, "name")),
+          arguments: str(field(item, "arguments")) ?? streamedArguments(callId, id),
+          key: id ?? `call_${i}`
+        }
+      })
       : []
-    return listed.length > 0 ? listed : streamedItems()
+    return listed.length > 0 ? listed : streamed
   }
 
   const terminal = (

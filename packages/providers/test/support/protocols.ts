@@ -67,7 +67,8 @@ export const responses: Subject = {
       response: { status: "completed", output: [], usage: { input_tokens: 3, output_tokens: 2 } }
     }),
   partial: data(responsesText("Hel")),
-  keepalive: ": keepalive\n\n",
+  // OpenAI's keepalive event during long server-side work, and an SSE comment: neither is progress.
+  keepalive: data({ type: "keepalive", sequence_number: 7 }) + ": keepalive\n\n",
   errorBody: openAiError,
   inBandTransient: data({
     type: "response.failed",
