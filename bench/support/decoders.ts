@@ -2,7 +2,7 @@
  * The decoders figure 1 and figure 5 compare, each reading the same chunked bytes and producing the reply's text:
  *
  * - `reprise`: the real provider (`HttpProvider.make(protocol)`) over an in-memory `HttpClient` whose response body is
- *   the chunked bytes: the full pipeline (`Stream.decodeText` → `Sse.makeChannel` → `Schema.parseJson(Event)` → the
+ *   the chunked bytes: the full pipeline (`Stream.decodeText` → `Sse.makeChannel` → `JSON.parse + Schema.decodeUnknownEither(Event)` → the
  *   protocol's state machine with terminal enforcement) down to typed `GenerationEvent`s.
  * - `baseline`: `eventsource-parser` + `JSON.parse` + the protocol's terminal check, in a plain loop.
  * - `official`: the official SDK's stream decoder (`openai` `Stream.fromSSEResponse`, `@anthropic-ai/sdk`

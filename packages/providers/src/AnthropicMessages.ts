@@ -20,6 +20,7 @@ import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import type * as TransportError from "@reprise/core/TransportError"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
@@ -213,10 +214,10 @@ interface ToolBlock {
 
 const decoder = (settings: Http.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeEvent = SseInternal.jsonDecoder(MessagesEvent, settings)
-  const decode = (event: Sse.Event) =>
+  const decode: SseInternal.Decode<MessagesEvent> = (event: Sse.Event) =>
     event.event === "ping"
-      ? Effect.succeed(Option.none())
-      : Effect.map(decodeEvent(event), (e) => e.type === "ping" ? Option.none() : Option.some(e))
+      ? Either.right(Option.none())
+      : Either.map(decodeEvent(event), (e) => e.type === "ping" ? Option.none() : Option.some(e))
 
   const tools = new Map<number, ToolBlock>()
   let ordinal = 0
@@ -283,8 +284,8 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
 
   const step = (
     event: MessagesEvent
-  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    if (done) return Effect.succeed([])
+  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    if (done) return Either.right([])
     const out: Array<Generation.GenerationEvent> = []
     switch (event.type) {
       case "message_start": {
@@ -341,7 +342,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
         for (const tool of [...tools.values()].sort((a, b) => a.ordinal - b.ordinal)) {
           if (!tool.closed) Option.map(close(tool), (e) => out.push(e))
         }
-        if (truncated !== undefined) return Effect.fail(truncated)
+        if (truncated !== undefined) return Either.left(truncated)
         done = true
         const usage = inputTokens !== undefined || outputTokens !== undefined
           ? { inputTokens: inputTokens ?? 0, outputTokens: outputTokens ?? 0 }
@@ -356,7 +357,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
         break
       }
       case "error": {
-        return Effect.fail(Http.inBandError(settings, {
+        return Either.left(Http.inBandError(settings, {
           type: event.error?.type,
           detail: event.error?.message ?? undefined,
           requestId: context.requestId
@@ -365,7 +366,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
       default:
         break
     }
-    return Effect.succeed(out)
+    return Either.right(out)
   }
 
   const machine: SseInternal.Machine<MessagesEvent> = {

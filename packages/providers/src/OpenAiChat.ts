@@ -21,6 +21,7 @@ import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -186,10 +187,10 @@ type ChatEvent = { readonly _tag: "Chunk"; readonly chunk: ChatChunk } | { reado
 
 const decoder = (settings: Http.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeChunk = SseInternal.jsonDecoder(ChatChunk, settings)
-  const decode = (event: Sse.Event) =>
+  const decode: SseInternal.Decode<ChatEvent> = (event: Sse.Event) =>
     event.data.trim() === "[DONE]"
-      ? Effect.succeed(Option.some<ChatEvent>({ _tag: "Done" }))
-      : Effect.map(decodeChunk(event), (chunk) => Option.some<ChatEvent>({ _tag: "Chunk", chunk }))
+      ? Either.right(Option.some<ChatEvent>({ _tag: "Done" }))
+      : Either.map(decodeChunk(event), (chunk) => Option.some<ChatEvent>({ _tag: "Chunk", chunk }))
 
   const calls = new Map<number, PendingCall>()
   let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
@@ -201,33 +202,33 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
     return [Generation.Finish(finish!)]
   }
 
-  const completeCalls = Effect.suspend(() => {
+  const completeCalls = (): Either.Either<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
     const out: Array<Generation.GenerationEvent> = []
     for (const index of [...calls.keys()].sort((a, b) => a - b)) {
       const call = calls.get(index)!
       const args = Internal.parseArguments(call.arguments)
       if (Option.isNone(args)) {
-        return Effect.fail(Internal.truncatedArguments(protocol, call.name, call.arguments, settings.scrub))
+        return Either.left(Internal.truncatedArguments(protocol, call.name, call.arguments, settings.scrub))
       }
       out.push(Generation.ToolCallComplete({
         call: { id: call.id ?? `call_${index}`, name: call.name ?? "", arguments: args.value }
       }))
     }
-    return Effect.succeed(out)
-  })
+    return Either.right(out)
+  }
 
   const step = (
     event: ChatEvent
-  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    if (done) return Effect.succeed([])
+  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    if (done) return Either.right([])
     if (event._tag === "Done") {
-      return finish !== undefined ? Effect.succeed(terminal()) : Effect.fail(SseInternal.prematureEof(protocol))
+      return finish !== undefined ? Either.right(terminal()) : Either.left(SseInternal.prematureEof(protocol))
     }
     const { chunk } = event
     if (chunk.error !== undefined && chunk.error !== null) {
-      if (finish !== undefined) return Effect.succeed(terminal())
+      if (finish !== undefined) return Either.right(terminal())
       const code = chunk.error.code
-      return Effect.fail(Http.inBandError(settings, {
+      return Either.left(Http.inBandError(settings, {
         code: code === undefined || code === null ? undefined : String(code),
         type: chunk.error.type,
         detail: chunk.error.message ?? undefined,
@@ -239,7 +240,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
       usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 }
       out.push(Generation.UsageEvent({ usage }))
     }
-    if (finish !== undefined) return Effect.succeed(out)
+    if (finish !== undefined) return Either.right(out)
     let finishedNow: string | undefined
     for (const choice of chunk.choices ?? []) {
       // reprise asks for one choice; a server that sends more is read for its first one only
@@ -270,9 +271,9 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
       }
       if (choice.finish_reason !== undefined && choice.finish_reason !== null) finishedNow = choice.finish_reason
     }
-    if (finishedNow === undefined) return Effect.succeed(out)
+    if (finishedNow === undefined) return Either.right(out)
     const providerReason = finishedNow
-    return Effect.map(completeCalls, (complete) => {
+    return Either.map(completeCalls(), (complete) => {
       finish = { reason: finishReason(providerReason), providerReason }
       return [...out, ...complete]
     })

@@ -4,11 +4,9 @@
  *
  * @internal
  */
-import type * as Sse from "@effect/experimental/Sse"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
 import type * as Provider from "@reprise/core/Provider"
-import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -23,7 +21,7 @@ import * as SseInternal from "./sse.js"
  * @internal
  */
 export interface Decoder<Ev> {
-  readonly decode: (event: Sse.Event) => Effect.Effect<Option.Option<Ev>, ProviderFailure.ProviderFailure>
+  readonly decode: SseInternal.Decode<Ev>
   readonly machine: SseInternal.Machine<Ev>
 }
 

@@ -10,6 +10,7 @@ import type * as Message from "@reprise/core/Message"
 import type * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
@@ -154,10 +155,10 @@ export const decoder = (
 ) => {
   const decodeEvent = SseInternal.jsonDecoder(ResponsesEvent, settings)
   // A `keepalive` event (sent during long server-side work) is not progress, like an SSE comment or a `ping`.
-  const decode = (event: Sse.Event): Effect.Effect<Option.Option<Event>, ProviderFailure.ProviderFailure> =>
+  const decode: SseInternal.Decode<Event> = (event: Sse.Event) =>
     event.data.trim() === "[DONE]"
-      ? Effect.succeed(Option.some({ _tag: "Done" }))
-      : Effect.map(
+      ? Either.right(Option.some({ _tag: "Done" }))
+      : Either.map(
         decodeEvent(event),
         (e) => e.type === "keepalive" ? Option.none() : Option.some({ _tag: "Event", event: e })
       )
@@ -168,18 +169,18 @@ export const decoder = (
 
   const completeCalls = (
     items: ReadonlyArray<{ callId: string | undefined; name: string | undefined; arguments: string; key: string }>
-  ): Effect.Effect<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+  ): Either.Either<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
     const out: Array<Generation.GenerationEvent> = []
     for (const item of items) {
       const args = Internal.parseArguments(item.arguments)
       if (Option.isNone(args)) {
-        return Effect.fail(Internal.truncatedArguments(protocol, item.name, item.arguments, settings.scrub))
+        return Either.left(Internal.truncatedArguments(protocol, item.name, item.arguments, settings.scrub))
       }
       out.push(Generation.ToolCallComplete({
         call: { id: item.callId ?? item.key, name: item.name ?? "", arguments: args.value }
       }))
     }
-    return Effect.succeed(out)
+    return Either.right(out)
   }
 
   const streamedItems = () =>
@@ -218,8 +219,8 @@ export const decoder = (
   const terminal = (
     response: ResponsesEvent["response"],
     status: string
-  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> =>
-    Effect.map(completeCalls(reconcile(response?.output)), (complete) => {
+  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> =>
+    Either.map(completeCalls(reconcile(response?.output)), (complete) => {
       done = true
       const usage = response?.usage !== undefined && response?.usage !== null
         ? { inputTokens: response.usage.input_tokens ?? 0, outputTokens: response.usage.output_tokens ?? 0 }
@@ -236,11 +237,11 @@ export const decoder = (
 
   const step = (
     input: Event
-  ): Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    if (done) return Effect.succeed([])
+  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    if (done) return Either.right([])
     if (input._tag === "Done") {
-      if (!acceptDone) return Effect.fail(SseInternal.prematureEof(protocol))
-      return Effect.map(completeCalls(streamedItems()), (complete) => {
+      if (!acceptDone) return Either.left(SseInternal.prematureEof(protocol))
+      return Either.map(completeCalls(streamedItems()), (complete) => {
         done = true
         return [...complete, ...Internal.finishEvents(undefined, complete.length > 0 ? "tool_calls" : "stop", "[DONE]")]
       })
@@ -249,17 +250,17 @@ export const decoder = (
     switch (event.type) {
       case "response.output_text.delta": {
         const text = str(event.delta)
-        return Effect.succeed(text !== undefined && text.length > 0 ? [Generation.TextDelta({ text })] : [])
+        return Either.right(text !== undefined && text.length > 0 ? [Generation.TextDelta({ text })] : [])
       }
       case "response.reasoning_summary_text.delta":
       case "response.reasoning_text.delta": {
         const text = str(event.delta)
-        return Effect.succeed(text !== undefined && text.length > 0 ? [Generation.ReasoningDelta({ text })] : [])
+        return Either.right(text !== undefined && text.length > 0 ? [Generation.ReasoningDelta({ text })] : [])
       }
       case "response.output_item.added":
       case "response.output_item.done": {
         const item = event.item
-        if (field(item, "type") !== "function_call") return Effect.succeed([])
+        if (field(item, "type") !== "function_call") return Either.right([])
         const itemId = str(field(item, "id")) ??
           `item_${typeof event.output_index === "number" ? event.output_index : 0}`
         let call = calls.get(itemId)
@@ -280,7 +281,7 @@ export const decoder = (
         const args = str(field(item, "arguments"))
         if (event.type === "response.output_item.done" && args !== undefined) call.arguments = args
         else if (isNew && args !== undefined) call.arguments = args
-        return Effect.succeed(
+        return Either.right(
           isNew
             ? [Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: "" })]
             : []
@@ -289,9 +290,9 @@ export const decoder = (
       case "response.function_call_arguments.delta": {
         const call = calls.get(str(event.item_id) ?? "")
         const delta = str(event.delta) ?? ""
-        if (call === undefined) return Effect.succeed([])
+        if (call === undefined) return Either.right([])
         call.arguments += delta
-        return Effect.succeed([
+        return Either.right([
           Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: delta })
         ])
       }
@@ -299,7 +300,7 @@ export const decoder = (
         const call = calls.get(str(event.item_id) ?? "")
         const args = str(event.arguments)
         if (call !== undefined && args !== undefined) call.arguments = args
-        return Effect.succeed([])
+        return Either.right([])
       }
       case "response.completed":
       case "response.done":
@@ -308,16 +309,16 @@ export const decoder = (
           ? "incomplete"
           : str(event.response?.status) ?? "completed"
         if (status === "failed") {
-          return Effect.fail(inBand(settings, context.requestId, event.response?.error, {}))
+          return Either.left(inBand(settings, context.requestId, event.response?.error, {}))
         }
         return terminal(event.response, status === "incomplete" ? "incomplete" : status)
       }
       case "response.failed":
-        return Effect.fail(inBand(settings, context.requestId, event.response?.error, {}))
+        return Either.left(inBand(settings, context.requestId, event.response?.error, {}))
       case "error":
-        return Effect.fail(inBand(settings, context.requestId, event.error, event))
+        return Either.left(inBand(settings, context.requestId, event.error, event))
       default:
-        return Effect.succeed([])
+        return Either.right([])
     }
   }
 

@@ -1,7 +1,7 @@
 /**
  * The body pipeline every protocol shares: `response.stream → Stream.decodeText → Sse.makeChannel({ maxEventSize })
- * → Schema.parseJson(Event)`, the idle timeout over events that make progress, and the runner of a protocol's state
- * machine with terminal enforcement.
+ * → JSON.parse → Schema.decodeUnknownEither(Event)`, the idle timeout over events that make progress, and the runner
+ * of a protocol's state machine with terminal enforcement. Decoding and stepping an event are synchronous (`Either`).
  *
  * @internal
  */
@@ -16,6 +16,7 @@ import * as Channel from "effect/Channel"
 import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
@@ -83,28 +84,36 @@ export const events = (
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
+const jsonParseMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)
+
 /**
  * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
- * `ProviderRejection{reason: "MalformedStream"}`.
+ * `ProviderRejection{reason: "MalformedStream"}`. Synchronous: `JSON.parse`, then the schema's validation, per event.
  *
  * @internal
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
-  const decode = Schema.decodeUnknownEither(Schema.parseJson(schema))
-  return (event: Sse.Event): Effect.Effect<A, ProviderRejection.ProviderRejection> => {
-    const result = decode(event.data)
+  const validate = Schema.decodeUnknownEither(schema)
+  const malformed = (event: Sse.Event, reason: string) =>
+    Either.left(
+      new ProviderRejection.ProviderRejection({
+        reason: "MalformedStream",
+        detail: settings.scrub(
+          `undecodable ${event.event} event ${JSON.stringify(clip(event.data, 120))}: ${clip(reason, 300)}`
+        )
+      })
+    )
+  return (event: Sse.Event): Either.Either<A, ProviderRejection.ProviderRejection> => {
+    let json: unknown
+    try {
+      json = JSON.parse(event.data)
+    } catch (error) {
+      return malformed(event, jsonParseMessage(error))
+    }
+    const result = validate(json)
     return result._tag === "Right"
-      ? Effect.succeed(result.right)
-      : Effect.fail(
-        new ProviderRejection.ProviderRejection({
-          reason: "MalformedStream",
-          detail: settings.scrub(
-            `undecodable ${event.event} event ${JSON.stringify(clip(event.data, 120))}: ${
-              clip(ParseResult.TreeFormatter.formatErrorSync(result.left), 300)
-            }`
-          )
-        })
-      )
+      ? Either.right(result.right)
+      : malformed(event, ParseResult.TreeFormatter.formatErrorSync(result.left))
   }
 }
 
@@ -138,7 +147,8 @@ export const idleTimeout = <A, E, R>(
   }))
 
 /**
- * A protocol's state machine over its decoded events.
+ * A protocol's state machine over its decoded events. `step` is synchronous: it runs once per protocol event, and an
+ * effect per event costs more than the step itself (see `docs/performance.md`).
  *
  * @internal
  */
@@ -146,7 +156,7 @@ export interface Machine<Ev> {
   /** Events to emit for one protocol event; fails on an in-band error or a tool call that cannot be completed. */
   readonly step: (
     event: Ev
-  ) => Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure>
+  ) => Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure>
   /** True once nothing more is to be read (the terminal arrived, or `[DONE]`). */
   readonly done: () => boolean
   /**
@@ -157,6 +167,14 @@ export interface Machine<Ev> {
     failure: Option.Option<ProviderFailure.ProviderFailure>
   ) => Effect.Effect<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure>
 }
+
+/**
+ * A protocol's event decoder: `None` for a keepalive (which is not progress), the decoded event otherwise, or the
+ * failure of an undecodable event. Synchronous, like `Machine.step`.
+ *
+ * @internal
+ */
+export type Decode<Ev> = (event: Sse.Event) => Either.Either<Option.Option<Ev>, ProviderFailure.ProviderFailure>
 
 /**
  * The premature EOF of a protocol.
@@ -182,35 +200,28 @@ const flatten = (chunk: Chunk.Chunk<Outputs>): Chunk.Chunk<Generation.Generation
 /**
  * Decodes and steps the events of one read, in order, until the machine is done: one array of outputs per event
  * that made progress (possibly empty: an event may produce no output), none for a keepalive. A failure (an oversized
- * or undecodable event, an in-band error) ends the read after the outputs of the events before it.
+ * or undecodable event, an in-band error) ends the read after the outputs of the events before it. A plain loop:
+ * `decode` and `step` are synchronous, so there is no effect per event.
  */
 const stepAll = <Ev>(
   events: Chunk.Chunk<Sse.Event>,
   settings: Settings,
-  decode: (event: Sse.Event) => Effect.Effect<Option.Option<Ev>, ProviderFailure.ProviderFailure>,
+  decode: Decode<Ev>,
   machine: Machine<Ev>
-): Effect.Effect<
-  { readonly outputs: Array<Outputs>; readonly failure: ProviderFailure.ProviderFailure | undefined }
-> => {
+): { readonly outputs: Array<Outputs>; readonly failure: ProviderFailure.ProviderFailure | undefined } => {
   const input = Chunk.toReadonlyArray(events)
   const outputs: Array<Outputs> = []
-  const loop = (i: number): Effect.Effect<void, ProviderFailure.ProviderFailure> => {
-    if (i >= input.length || machine.done()) return Effect.void
+  for (let i = 0; i < input.length && !machine.done(); i++) {
     const event = input[i]
-    if (event.data.length > settings.maxEventSize) return Effect.fail(tooLarge(settings))
-    return Effect.flatMap(
-      decode(event),
-      (decoded) =>
-        Option.isNone(decoded) ? loop(i + 1) : Effect.flatMap(machine.step(decoded.value), (out) => {
-          outputs.push(out)
-          return loop(i + 1)
-        })
-    )
+    if (event.data.length > settings.maxEventSize) return { outputs, failure: tooLarge(settings) }
+    const decoded = decode(event)
+    if (decoded._tag === "Left") return { outputs, failure: decoded.left }
+    if (decoded.right._tag === "None") continue
+    const stepped = machine.step(decoded.right.value)
+    if (stepped._tag === "Left") return { outputs, failure: stepped.left }
+    outputs.push(stepped.right)
   }
-  return Effect.map(Effect.either(loop(0)), (result) => ({
-    outputs,
-    failure: result._tag === "Left" ? result.left : undefined
-  }))
+  return { outputs, failure: undefined }
 }
 
 /**
@@ -226,7 +237,7 @@ const stepAll = <Ev>(
 export const run = <Ev>(options: {
   readonly body: Stream.Stream<Uint8Array, HttpClientError.ResponseError>
   readonly settings: Settings
-  readonly decode: (event: Sse.Event) => Effect.Effect<Option.Option<Ev>, ProviderFailure.ProviderFailure>
+  readonly decode: Decode<Ev>
   readonly machine: Machine<Ev>
 }): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => {
   const { decode, machine, settings } = options
@@ -239,7 +250,8 @@ export const run = <Ev>(options: {
     unknown
   > = Channel.readWithCause({
     onInput: (input: Chunk.Chunk<Sse.Event>) =>
-      Channel.unwrap(Effect.map(stepAll(input, settings, decode, machine), ({ failure, outputs }) => {
+      Channel.unwrap(Effect.sync(() => {
+        const { failure, outputs } = stepAll(input, settings, decode, machine)
         const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
         if (failure !== undefined) return Channel.zipRight(written, Channel.fail(failure))
         return machine.done() ? written : Channel.zipRight(written, steps)
