@@ -1,7 +1,8 @@
 /**
- * The body pipeline every protocol shares: `response.stream → Stream.decodeText → Sse.makeChannel({ maxEventSize })
- * → JSON.parse → Schema.decodeUnknownEither(Event)`, the idle timeout over events that make progress, and the runner
- * of a protocol's state machine with terminal enforcement. Decoding and stepping an event are synchronous (`Either`).
+ * The body pipeline every protocol shares: `response.stream → Stream.decodeText → the SSE parser of
+ * @effect/experimental (`Sse.makeParser`, with `maxEventSize`) → JSON.parse → Schema.decodeUnknownEither(Event)`, the
+ * idle timeout over events that make progress, and the runner of a protocol's state machine with terminal
+ * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass.
  *
  * @internal
  */
@@ -11,7 +12,6 @@ import type * as Generation from "@reprise/core/Generation"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
-import * as Cause from "effect/Cause"
 import * as Channel from "effect/Channel"
 import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
@@ -19,34 +19,9 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
-import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { fromBodyError, type Settings } from "./http.js"
-
-const isSseError = (u: unknown): u is Sse.SseError => Predicate.isTagged(u, "SseError")
-
-/**
- * Cuts decoded text after every `\n`, so the SSE parser is fed at most one line (plus the rest of a pending one) per
- * call. The parser of `@effect/experimental/Sse` rescans its buffer from the start for every line it reads, which
- * is quadratic in the size of a read (10 MB of small events took seconds; see `docs/performance.md`); line-sized
- * input makes it linear. Cutting only after `\n` keeps a `\r\n` pair together, so the events are the same as for
- * any other chunking.
- */
-const splitLines = (chunk: Chunk.Chunk<string>): Chunk.Chunk<string> => {
-  const out: Array<string> = []
-  for (const text of chunk) {
-    let start = 0
-    let newline = text.indexOf("\n")
-    while (newline >= 0 && newline < text.length - 1) {
-      out.push(text.slice(start, newline + 1))
-      start = newline + 1
-      newline = text.indexOf("\n", start)
-    }
-    out.push(start === 0 ? text : text.slice(start))
-  }
-  return Chunk.unsafeFromArray(out)
-}
 
 const tooLarge = (settings: Settings) =>
   new ProviderRejection.ProviderRejection({
@@ -55,32 +30,25 @@ const tooLarge = (settings: Settings) =>
   })
 
 /**
- * Raw SSE events of a response body, in chunks (the events of one read). A body that fails mid-read is
- * `TransportError{reason: "Reset"}`; a pending event over `maxEventSize` (which `Sse.makeChannel` raises as a
- * defect) is `ProviderRejection{reason: "MalformedStream"}`. An event that arrived complete within one read is not
- * bounded by the parser: `run` checks it. Interruption passes through untouched.
+ * Feeds decoded text to the SSE parser one line at a time and says whether it overflowed `maxEventSize`.
  *
- * @internal
+ * The parser of `@effect/experimental/Sse` rescans its buffer from the start for every line it reads, which is
+ * quadratic in the size of a read (10 MB of small events took seconds; see `docs/performance.md`); line-sized input
+ * makes it linear. Cutting only after `\n` keeps a `\r\n` pair together, so the events are the same as for any
+ * other chunking.
  */
-export const events = (
-  body: Stream.Stream<Uint8Array, HttpClientError.ResponseError>,
-  settings: Settings
-): Stream.Stream<Sse.Event, ProviderFailure.ProviderFailure> =>
-  body.pipe(
-    Stream.mapError((error) => fromBodyError(error, settings.scrub)),
-    Stream.decodeText(),
-    Stream.mapChunks(splitLines),
-    Stream.pipeThroughChannel(
-      Sse.makeChannel<ProviderFailure.ProviderFailure, unknown>({ maxEventSize: settings.maxEventSize })
-    ),
-    Stream.catchAllCause((cause): Stream.Stream<never, ProviderFailure.ProviderFailure> => {
-      const sseError = Cause.find(
-        cause,
-        (c) => Cause.isDieType(c) && isSseError(c.defect) ? Option.some(c) : Option.none()
-      )
-      return Option.isSome(sseError) ? Stream.fail(tooLarge(settings)) : Stream.failCause(cause)
-    })
-  )
+const feedLines = (parser: Sse.Parser, texts: Chunk.Chunk<string>): boolean => {
+  for (const text of texts) {
+    let start = 0
+    while (start < text.length) {
+      const newline = text.indexOf("\n", start)
+      const end = newline < 0 ? text.length : newline + 1
+      if (parser.feed(start === 0 && end === text.length ? text : text.slice(start, end)) !== undefined) return true
+      start = end
+    }
+  }
+  return false
+}
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
@@ -204,12 +172,11 @@ const flatten = (chunk: Chunk.Chunk<Outputs>): Chunk.Chunk<Generation.Generation
  * `decode` and `step` are synchronous, so there is no effect per event.
  */
 const stepAll = <Ev>(
-  events: Chunk.Chunk<Sse.Event>,
+  input: ReadonlyArray<Sse.Event>,
   settings: Settings,
   decode: Decode<Ev>,
   machine: Machine<Ev>
 ): { readonly outputs: Array<Outputs>; readonly failure: ProviderFailure.ProviderFailure | undefined } => {
-  const input = Chunk.toReadonlyArray(events)
   const outputs: Array<Outputs> = []
   for (let i = 0; i < input.length && !machine.done(); i++) {
     const event = input[i]
@@ -228,9 +195,12 @@ const stepAll = <Ev>(
  * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the
  * state machine, and the idle timeout over events that make progress. Reading stops as soon as the machine is done.
  *
- * The events of one read are decoded and stepped together, in one effect, rather than as one stream element each:
- * per-element stream stages and a timer per element cost far more than the decoding itself (see
- * `docs/performance.md`). The order of outputs and failures is the order of the events.
+ * Each read is one synchronous pass: its text is fed to the parser line by line, and the events it completes are
+ * decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per event cost
+ * far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
+ * `TransportError{reason: "Reset"}`; an event over `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`,
+ * after the events before it. A `retry:` field is ignored (no provider sends one). Interruption passes through
+ * untouched.
  *
  * @internal
  */
@@ -241,28 +211,38 @@ export const run = <Ev>(options: {
   readonly machine: Machine<Ev>
 }): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => {
   const { decode, machine, settings } = options
-  const steps: Channel.Channel<
-    Chunk.Chunk<Outputs>,
-    Chunk.Chunk<Sse.Event>,
-    ProviderFailure.ProviderFailure,
-    ProviderFailure.ProviderFailure,
-    void,
-    unknown
-  > = Channel.readWithCause({
-    onInput: (input: Chunk.Chunk<Sse.Event>) =>
-      Channel.unwrap(Effect.sync(() => {
-        const { failure, outputs } = stepAll(input, settings, decode, machine)
-        const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
-        if (failure !== undefined) return Channel.zipRight(written, Channel.fail(failure))
-        return machine.done() ? written : Channel.zipRight(written, steps)
-      })),
-    onFailure: Channel.failCause,
-    onDone: () => Channel.void
+  const parsed = Stream.suspend(() => {
+    const pending: Array<Sse.Event> = []
+    const parser = Sse.makeParser((event) => {
+      if (event._tag === "Event") pending.push(event)
+    }, { maxEventSize: settings.maxEventSize })
+    const steps: Channel.Channel<
+      Chunk.Chunk<Outputs>,
+      Chunk.Chunk<string>,
+      ProviderFailure.ProviderFailure,
+      ProviderFailure.ProviderFailure,
+      void,
+      unknown
+    > = Channel.readWithCause({
+      onInput: (texts: Chunk.Chunk<string>) =>
+        Channel.suspend(() => {
+          const overflowed = feedLines(parser, texts)
+          const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
+          const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
+          const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
+          if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
+          return machine.done() ? written : Channel.zipRight(written, steps)
+        }),
+      onFailure: Channel.failCause,
+      onDone: () => Channel.void
+    })
+    return options.body.pipe(
+      Stream.mapError((error) => fromBodyError(error, settings.scrub)),
+      Stream.decodeText(),
+      Stream.pipeThroughChannel(steps)
+    )
   })
-  const outputs = idleTimeout(
-    events(options.body, settings).pipe(Stream.pipeThroughChannel(steps)),
-    settings.idleTimeout
-  )
+  const outputs = idleTimeout(parsed, settings.idleTimeout)
   return Stream.suspend(() => {
     let ended = false
     const end = (failure: Option.Option<ProviderFailure.ProviderFailure>) =>
