@@ -131,7 +131,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   generation: Stream.Stream<Generation.GenerationEvent, E, R>,
   allowance: Budget.Allowance,
   attempt: number,
-  options: Options<RH>
+  options: Options<RH>,
+  notifications: RecoveryNotifications.Service
 ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
   Effect.gen(function*() {
     const acc = new Accumulator(options.earlyBreakOnToolCall === true)
@@ -141,7 +142,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       Stream.provideService(Budget.Budget, budget),
       Stream.runForEach((event): Effect.Effect<void, HookError.HookError, RH> => {
         if (!acc.add(event)) return Effect.void
-        const preview = RecoveryNotifications.notify(RecoveryNotifications.Notification.Preview({ attempt, event }))
+        const preview = notifications.notify(RecoveryNotifications.Notification.Preview({ attempt, event }))
         if (onChunk === undefined) return preview
         return Effect.zipRight(
           preview,
@@ -205,7 +206,9 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const allowance = yield* Budget.Budget
     const replay = yield* FiberRef.get(currentReplay)
     const planner = yield* Effect.flatMap(Policy.PolicySettings, (settings) => Policy.planner(Policy.backoff(settings)))
-    const notify = RecoveryNotifications.notify
+    // Looked up once per reply, not once per event.
+    const notifications = yield* RecoveryNotifications.RecoveryNotifications
+    const notify = notifications.notify
     const N = RecoveryNotifications.Notification
     const errors: Array<ProviderFailure.ProviderFailure> = []
 
@@ -244,7 +247,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       const attempt = reserved.right
       attemptsOfReply++
       yield* notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts }))
-      const outcome = yield* runAttempt(generation, allowance, attempt, options)
+      const outcome = yield* runAttempt(generation, allowance, attempt, options, notifications)
 
       if (outcome._tag === "Completed") {
         const { acc } = outcome
