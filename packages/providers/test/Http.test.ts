@@ -390,7 +390,7 @@ for (const subject of subjects) {
           assert.strictEqual(error._tag, "TransportError")
           assert.strictEqual(error.reason, "Timeout")
           assert.strictEqual(s.received.length, 1)
-          yield* Effect.sleep("100 millis")
+          yield* s.awaitAbort(0)
           assert.deepStrictEqual(s.aborted, [0])
         })))
 
@@ -412,7 +412,7 @@ for (const subject of subjects) {
           const exit = yield* Fiber.interrupt(fiber)
           assert.isTrue(Exit.isInterrupted(exit))
           assert.isFalse(Exit.isFailure(exit) && exit.cause._tag === "Fail")
-          yield* Effect.sleep("100 millis")
+          yield* s.awaitAbort(0)
           assert.deepStrictEqual(s.aborted, [0])
         })))
 

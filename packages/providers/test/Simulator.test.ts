@@ -3,7 +3,7 @@ import * as NodePath from "@effect/platform-node/NodePath"
 import { assert, describe, it } from "@effect/vitest"
 import * as Simulator from "@reprise/providers/Simulator"
 import * as SimulatorScript from "@reprise/providers/SimulatorScript"
-import { Clock, Duration, Effect, Fiber, Layer } from "effect"
+import { Clock, Deferred, Effect, Fiber, Layer } from "effect"
 import { createParser } from "eventsource-parser"
 import * as Fs from "node:fs"
 import * as Http from "node:http"
@@ -677,13 +677,13 @@ describe("Simulator lifecycle", () => {
 
   it.live("serve runs a script file until interrupted", () =>
     Effect.gen(function*() {
-      let url = ""
+      const listening = yield* Deferred.make<string>()
       const fiber = yield* Effect.fork(Simulator.serve({
         scriptFile: Path.join(fixturesDir, "scripts/truncated-tool-call.json"),
         log: false,
-        onListening: (sim) => Effect.sync(() => (url = sim.url))
+        onListening: (sim) => Deferred.succeed(listening, sim.url)
       }))
-      while (url === "") yield* Effect.sleep(Duration.millis(5))
+      const url = yield* Deferred.await(listening)
       const first = yield* send(url, "/v1/messages", { body: request })
       assert.isFalse(isJson(argumentsOf("anthropic", first.body)[0]!))
       const second = yield* send(url, "/v1/messages", { body: request })

@@ -1,4 +1,4 @@
-import { Effect, Layer, Ref } from "effect"
+import { Effect, Ref } from "effect"
 import * as RecoveryNotifications from "../../src/RecoveryNotifications.js"
 
 /** Records every notification in order. */
@@ -7,6 +7,3 @@ export const recorder = Effect.map(Ref.make<Array<RecoveryNotifications.Notifica
   all: Ref.get(ref),
   tags: Effect.map(Ref.get(ref), (all) => all.map((n) => n._tag))
 }))
-
-export const recording = <A, E, R>(f: (r: Effect.Effect.Success<typeof recorder>) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(recorder, (r) => Effect.provide(f(r), r.layer as Layer.Layer<never>))

@@ -117,6 +117,8 @@ export interface Server {
   readonly received: Array<Received>
   /** Requests whose connection closed before the response finished (aborted by the client). */
   readonly aborted: Array<number>
+  /** Waits until request `index` was aborted by the client (no time passes if it already was). */
+  readonly awaitAbort: (index: number) => Effect.Effect<void>
   handler: Handler
 }
 
@@ -125,11 +127,17 @@ export const server = (handler: Handler) =>
   Effect.acquireRelease(
     Effect.async<Server & { readonly http: Http.Server; readonly sockets: Set<Net.Socket> }>((resume) => {
       const sockets = new Set<Net.Socket>()
+      const abortWaiters: Array<readonly [number, () => void]> = []
       const state = {
         url: "",
         port: 0,
         received: [] as Array<Received>,
         aborted: [] as Array<number>,
+        awaitAbort: (index: number) =>
+          Effect.async<void>((resume) => {
+            if (state.aborted.includes(index)) return resume(Effect.void)
+            abortWaiters.push([index, () => resume(Effect.void)])
+          }),
         handler,
         http: undefined as unknown as Http.Server,
         sockets
@@ -146,7 +154,9 @@ export const server = (handler: Handler) =>
             body: Buffer.concat(chunks).toString("utf8")
           })
           res.on("close", () => {
-            if (!res.writableFinished) state.aborted.push(index)
+            if (res.writableFinished) return
+            state.aborted.push(index)
+            for (const [waiting, wake] of abortWaiters) if (waiting === index) wake()
           })
           state.handler(req, res, index)
         })
