@@ -1,5 +1,5 @@
 /**
- * The body pipeline every protocol shares: `response.stream → Stream.decodeText → the SSE parser of
+ * The body pipeline every protocol shares: `response.stream → UTF-8 decoding line by line → the SSE parser of
  * @effect/experimental (`Sse.makeParser`, with `maxEventSize`) → JSON.parse → Schema.decodeUnknownEither(Event)`, the
  * idle timeout over events that make progress, and the runner of a protocol's state machine with terminal
  * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass.
@@ -30,25 +30,40 @@ const tooLarge = (settings: Settings) =>
   })
 
 /**
- * Feeds decoded text to the SSE parser one line at a time and says whether it overflowed `maxEventSize`.
+ * Decodes the bytes of one read and feeds them to the SSE parser one line at a time; says whether the parser
+ * overflowed `maxEventSize`.
  *
- * The parser of `@effect/experimental/Sse` rescans its buffer from the start for every line it reads, which is
- * quadratic in the size of a read (10 MB of small events took seconds; see `docs/performance.md`); line-sized input
- * makes it linear. Cutting only after `\n` keeps a `\r\n` pair together, so the events are the same as for any
- * other chunking.
+ * Each line is decoded on its own (a `\n` byte never occurs inside a multi-byte UTF-8 sequence, and `decoder` runs in
+ * streaming mode, so a character cut between two reads is still decoded whole). Two costs of the parser of
+ * `@effect/experimental/Sse` are avoided this way (see `docs/performance.md`):
+ * - it rescans its buffer from the start for every line it reads, which is quadratic in the size of what it is fed;
+ *   line-sized input makes it linear;
+ * - it reads its input one character at a time, and that is about twice as slow on a slice of a larger string as on a
+ *   flat string. A line decoded from its own bytes is flat.
+ *
+ * The events are the same as for any other cut of the bytes: cutting only after `\n` keeps a `\r\n` pair together, a
+ * line that has no `\n` yet goes to the parser as it is (the parser keeps it until the line ends, and bounds it by
+ * `maxEventSize`), and `decoder` strips a leading BOM and replaces invalid bytes exactly as `Stream.decodeText` does.
  */
-const feedLines = (parser: Sse.Parser, texts: Chunk.Chunk<string>): boolean => {
-  for (const text of texts) {
+const feedLines = (
+  parser: Sse.Parser,
+  decoder: InstanceType<typeof TextDecoder>,
+  reads: Chunk.Chunk<Uint8Array>
+): boolean => {
+  for (const bytes of reads) {
     let start = 0
-    while (start < text.length) {
-      const newline = text.indexOf("\n", start)
-      const end = newline < 0 ? text.length : newline + 1
-      if (parser.feed(start === 0 && end === text.length ? text : text.slice(start, end)) !== undefined) return true
+    while (start < bytes.length) {
+      const newline = bytes.indexOf(10, start)
+      const end = newline < 0 ? bytes.length : newline + 1
+      const text = decoder.decode(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end), streaming)
+      if (text.length > 0 && parser.feed(text) !== undefined) return true
       start = end
     }
   }
   return false
 }
+
+const streaming = { stream: true } as const
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text)
 
@@ -195,7 +210,7 @@ const stepAll = <Ev>(
  * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the
  * state machine, and the idle timeout over events that make progress. Reading stops as soon as the machine is done.
  *
- * Each read is one synchronous pass: its text is fed to the parser line by line, and the events it completes are
+ * Each read is one synchronous pass: its bytes are decoded and fed to the parser line by line, and the events it completes are
  * decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per event cost
  * far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
  * `TransportError{reason: "Reset"}`; an event over `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`,
@@ -213,20 +228,21 @@ export const run = <Ev>(options: {
   const { decode, machine, settings } = options
   const parsed = Stream.suspend(() => {
     const pending: Array<Sse.Event> = []
+    const decoder = new TextDecoder()
     const parser = Sse.makeParser((event) => {
       if (event._tag === "Event") pending.push(event)
     }, { maxEventSize: settings.maxEventSize })
     const steps: Channel.Channel<
       Chunk.Chunk<Outputs>,
-      Chunk.Chunk<string>,
+      Chunk.Chunk<Uint8Array>,
       ProviderFailure.ProviderFailure,
       ProviderFailure.ProviderFailure,
       void,
       unknown
     > = Channel.readWithCause({
-      onInput: (texts: Chunk.Chunk<string>) =>
+      onInput: (reads: Chunk.Chunk<Uint8Array>) =>
         Channel.suspend(() => {
-          const overflowed = feedLines(parser, texts)
+          const overflowed = feedLines(parser, decoder, reads)
           const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
           const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
           const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
@@ -238,7 +254,6 @@ export const run = <Ev>(options: {
     })
     return options.body.pipe(
       Stream.mapError((error) => fromBodyError(error, settings.scrub)),
-      Stream.decodeText(),
       Stream.pipeThroughChannel(steps)
     )
   })
