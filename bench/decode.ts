@@ -1,12 +1,13 @@
 /**
  * Figure 1: decode throughput per protocol over a recorded stream scaled to ~10 MB, fed as 16 KiB byte chunks
  * through reprise's real provider pipeline (in-memory `HttpClient`), against a baseline loop (`eventsource-parser` +
- * `JSON.parse` + the terminal check) and the official SDK decoder over the same bytes. Ratios are reprise's
- * throughput over the other's (higher is better for reprise).
+ * `JSON.parse` + the terminal check), the official SDK decoder, and two floors (the baseline loop on
+ * `@effect/experimental/Sse`, without and with per-event Schema validation), all over the same bytes. Ratios are
+ * reprise's throughput over the other's (higher is better for reprise); a floor's ratios are reprise's ceilings.
  */
 import { Bench } from "tinybench"
 import { build, type Corpus, mb, protocols } from "./support/corpus.js"
-import { baseline, type Decoder, official, reprise } from "./support/decoders.js"
+import { baseline, type Decoder, floor, floorSchema, official, reprise } from "./support/decoders.js"
 import { fmt, table } from "./support/stats.js"
 
 export interface DecodeRow {
@@ -19,9 +20,18 @@ export interface DecodeRow {
   readonly mbPerSec: Record<string, number>
   readonly ratioVsOfficial: number
   readonly ratioVsBaseline: number
+  /**
+   * The best ratios any decoder built on the mandated SSE parser can reach: the `floor` decoder (that parser and
+   * `JSON.parse`, nothing else) against the official decoder and the baseline loop.
+   */
+  readonly ceilingVsOfficial: number
+  readonly ceilingVsBaseline: number
+  /** The same with per-event Schema validation (`floorSchema`). */
+  readonly schemaCeilingVsOfficial: number
+  readonly schemaCeilingVsBaseline: number
 }
 
-const decoders: Record<string, Decoder> = { reprise, baseline, official }
+const decoders: Record<string, Decoder> = { reprise, floor, floorSchema, baseline, official }
 
 const check = async (name: string, decoder: Decoder, corpus: Corpus) => {
   const result = await decoder(corpus)
@@ -67,7 +77,11 @@ export const run = async (options: { sizeMB: number; iterations: number }) => {
       eventsPerSec,
       mbPerSec,
       ratioVsOfficial: stats.official.median / stats.reprise.median,
-      ratioVsBaseline: stats.baseline.median / stats.reprise.median
+      ratioVsBaseline: stats.baseline.median / stats.reprise.median,
+      ceilingVsOfficial: stats.official.median / stats.floor.median,
+      ceilingVsBaseline: stats.baseline.median / stats.floor.median,
+      schemaCeilingVsOfficial: stats.official.median / stats.floorSchema.median,
+      schemaCeilingVsBaseline: stats.baseline.median / stats.floorSchema.median
     })
   }
   return rows
@@ -75,17 +89,26 @@ export const run = async (options: { sizeMB: number; iterations: number }) => {
 
 export const print = (rows: ReadonlyArray<DecodeRow>) =>
   table(
-    "1. Decode throughput (~10 MB recorded stream, 16 KiB chunks; ratio = reprise throughput / other; targets: >= 1.0x official, >= 0.5x baseline)",
+    `1. Decode throughput (~${
+      fmt(mb(rows[0]?.bytes ?? 0), 0)
+    } MB recorded stream, 16 KiB chunks; ratio = reprise throughput / other; targets: >= 1.0x official, >= 0.5x baseline;\n` +
+      "   floor = @effect/experimental/Sse + JSON.parse alone, +schema = and per-event Schema validation; ceiling = a floor's ratio, the best any decoder on it can do)",
     [
       "protocol",
       "MB",
       "events",
       "reprise MB/s",
       "reprise ev/s",
+      "floor MB/s",
+      "+schema MB/s",
       "official MB/s",
       "baseline MB/s",
       "vs official",
-      "vs baseline"
+      "vs baseline",
+      "ceiling vs official",
+      "ceiling vs baseline",
+      "+schema vs official",
+      "+schema vs baseline"
     ],
     rows.map((r) => [
       r.protocol,
@@ -93,9 +116,15 @@ export const print = (rows: ReadonlyArray<DecodeRow>) =>
       String(r.events),
       fmt(r.mbPerSec.reprise, 1),
       fmt(r.eventsPerSec.reprise, 0),
+      fmt(r.mbPerSec.floor, 1),
+      fmt(r.mbPerSec.floorSchema, 1),
       fmt(r.mbPerSec.official, 1),
       fmt(r.mbPerSec.baseline, 1),
       `${fmt(r.ratioVsOfficial)}x`,
-      `${fmt(r.ratioVsBaseline)}x`
+      `${fmt(r.ratioVsBaseline)}x`,
+      `${fmt(r.ceilingVsOfficial)}x`,
+      `${fmt(r.ceilingVsBaseline)}x`,
+      `${fmt(r.schemaCeilingVsOfficial)}x`,
+      `${fmt(r.schemaCeilingVsBaseline)}x`
     ])
   )

@@ -2,7 +2,10 @@
  * Figure 2: end-to-end cost of a reply through reprise over loopback — the simulator (its own process) serving a
  * ~5 MB Chat Completions stream, the real undici client of `@effect/platform-node`, the provider's decoder and
  * `Recovery.generate` committing the reply — against plain `undici.request` + `eventsource-parser` + `JSON.parse`
- * reading the same stream and extracting the same text. Runs alternate between the two.
+ * reading the same stream and extracting the same text. Two more clients are floors: the plain one with the SSE
+ * parser DESIGN §3 mandates (`@effect/experimental/Sse`) in place of `eventsource-parser`, and that one plus the
+ * per-event Schema validation STYLE.md prescribes. No client built on those can be faster, so their ratios are the
+ * best reprise can reach. The order of the clients rotates from run to run.
  */
 import * as Message from "@reprise/core/Message"
 import * as Recovery from "@reprise/core/Recovery"
@@ -22,8 +25,14 @@ export interface E2eResult {
   readonly runs: number
   readonly reprise: Summary
   readonly baseline: Summary
+  readonly floor: Summary
+  readonly floorSchema: Summary
   /** reprise median wall time / baseline median wall time (target <= 1.15). */
   readonly ratio: number
+  /** floor median wall time / baseline median wall time: the best ratio a client on the mandated parser can reach. */
+  readonly ceiling: number
+  /** The same with per-event Schema validation as well. */
+  readonly ceilingSchema: number
 }
 
 export const run = async (options: { sizeMB: number; runs: number; warmup: number }): Promise<E2eResult> => {
@@ -42,34 +51,50 @@ export const run = async (options: { sizeMB: number; runs: number; warmup: numbe
     const reply = await runtime.runPromise(Recovery.generate(request))
     if (reply.text !== expected) throw new Error(`reprise: wrong text (${reply.text.length} characters)`)
   }
-  const viaUndici = async () => {
-    const text = await chat(baseUrl, { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true })
-    if (text !== expected) throw new Error(`plain undici: wrong text (${text.length} characters)`)
+  const viaUndici = (parser: "eventsource-parser" | "effect", validate = false) => async () => {
+    const text = await chat(baseUrl, { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }, {
+      parser,
+      validate
+    })
+    if (text !== expected) throw new Error(`plain undici (${parser}): wrong text (${text.length} characters)`)
   }
+  const clients = {
+    reprise: viaReprise,
+    baseline: viaUndici("eventsource-parser"),
+    floor: viaUndici("effect"),
+    floorSchema: viaUndici("effect", true)
+  }
+  type Client = keyof typeof clients
+  const names = Object.keys(clients) as Array<Client>
+  // rotate the order so no client always runs on a warmer machine
+  const orders = names.map((_, i) => [...names.slice(i), ...names.slice(0, i)])
   try {
     for (let i = 0; i < options.warmup; i++) {
-      await viaReprise()
-      await viaUndici()
+      for (const run of Object.values(clients)) await run()
     }
-    const times = { reprise: [] as Array<number>, baseline: [] as Array<number> }
+    const times: Record<Client, Array<number>> = { reprise: [], baseline: [], floor: [], floorSchema: [] }
     for (let i = 0; i < options.runs; i++) {
-      // alternate the order so neither side always runs on a warmer machine
-      const order = i % 2 === 0 ? (["reprise", "baseline"] as const) : (["baseline", "reprise"] as const)
-      for (const who of order) {
+      for (const who of orders[i % orders.length]) {
         const start = performance.now()
-        await (who === "reprise" ? viaReprise() : viaUndici())
+        await clients[who]()
         times[who].push(performance.now() - start)
       }
     }
     const reprise = summarize(times.reprise)
     const baseline = summarize(times.baseline)
+    const floor = summarize(times.floor)
+    const floorSchema = summarize(times.floorSchema)
     return {
       bytes: corpus.size,
       events: corpus.events,
       runs: options.runs,
       reprise,
       baseline,
-      ratio: reprise.median / baseline.median
+      floor,
+      floorSchema,
+      ratio: reprise.median / baseline.median,
+      ceiling: floor.median / baseline.median,
+      ceilingSchema: floorSchema.median / baseline.median
     }
   } finally {
     await runtime.dispose()
@@ -82,10 +107,13 @@ export const print = (r: E2eResult) =>
   table(
     `2. End-to-end over loopback (${
       fmt(mb(r.bytes), 1)
-    } MB chat stream, simulator in its own process; ratio = reprise wall time / plain undici; target <= 1.15x)`,
+    } MB chat stream, simulator in its own process; ratio = wall time / plain undici; target <= 1.15x;\n` +
+      `   floors = plain undici + @effect/experimental/Sse (+ per-event Schema): the best a client on those can reach)`,
     ["client", "median ms", "MAD ms", "min ms", "max ms", "MB/s", "ratio"],
     [
       ["reprise (Recovery.generate)", r.reprise, r.ratio],
+      ["floor: plain undici + @effect/experimental/Sse", r.floor, r.ceiling],
+      ["floor + per-event Schema validation", r.floorSchema, r.ceilingSchema],
       ["plain undici + eventsource-parser", r.baseline, 1]
     ].map(([name, s, ratio]) => {
       const summary = s as Summary

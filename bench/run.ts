@@ -33,7 +33,24 @@ const settings = quick
     growth: { sizesMB: [1, 10, 100] }
   }
 
-const verdict = (ok: boolean) => (ok ? "met" : "MISSED")
+type Reach = "yes" | "parser" | "schema"
+
+/** Which floor already misses the target: the mandated SSE parser alone, or with per-event Schema validation. */
+const reach = (parserFloorMeets: boolean, schemaFloorMeets: boolean): Reach =>
+  !parserFloorMeets ? "parser" : !schemaFloorMeets ? "schema" : "yes"
+
+/**
+ * A missed target is "out of reach" when a floor measured in the same run misses it too: no change to the rest of
+ * reprise can meet it while the pipeline keeps that parser (DESIGN §3), or that parser and Schema per event (STYLE).
+ */
+const verdict = (ok: boolean, reachable: Reach) =>
+  ok
+    ? "met"
+    : reachable === "parser"
+    ? "MISSED; parser floor misses too"
+    : reachable === "schema"
+    ? "MISSED; parser+Schema floor misses too"
+    : "MISSED"
 
 const main = async () => {
   const started = performance.now()
@@ -66,15 +83,29 @@ const main = async () => {
       figure: `1. decode ${r.protocol} vs official`,
       target: ">= 1.0x",
       value: r.ratioVsOfficial,
-      met: r.ratioVsOfficial >= 1.0
+      met: r.ratioVsOfficial >= 1.0,
+      ceiling: r.ceilingVsOfficial,
+      schemaCeiling: r.schemaCeilingVsOfficial,
+      reachable: reach(r.ceilingVsOfficial >= 1.0, r.schemaCeilingVsOfficial >= 1.0)
     })),
     ...decode.map((r) => ({
       figure: `1. decode ${r.protocol} vs baseline`,
       target: ">= 0.5x",
       value: r.ratioVsBaseline,
-      met: r.ratioVsBaseline >= 0.5
+      met: r.ratioVsBaseline >= 0.5,
+      ceiling: r.ceilingVsBaseline,
+      schemaCeiling: r.schemaCeilingVsBaseline,
+      reachable: reach(r.ceilingVsBaseline >= 0.5, r.schemaCeilingVsBaseline >= 0.5)
     })),
-    { figure: "2. end-to-end wall time vs plain undici", target: "<= 1.15x", value: e2e.ratio, met: e2e.ratio <= 1.15 },
+    {
+      figure: "2. end-to-end wall time vs plain undici",
+      target: "<= 1.15x",
+      value: e2e.ratio,
+      met: e2e.ratio <= 1.15,
+      ceiling: e2e.ceiling,
+      schemaCeiling: e2e.ceilingSchema,
+      reachable: reach(e2e.ceiling <= 1.15, e2e.ceilingSchema <= 1.15)
+    },
     {
       figure: `3. peak RSS, ${concurrency.streams} streams (MB)`,
       target: "< 512",
@@ -101,9 +132,17 @@ const main = async () => {
     }
   ]
   table(
-    "Targets",
-    ["figure", "target", "value", "verdict"],
-    targets.map((t) => [t.figure, t.target, fmt(t.value), verdict(t.met)])
+    "Targets (ceilings: the best values reachable on the mandated SSE parser, alone and with per-event Schema, this run)",
+    ["figure", "target", "value", "parser ceiling", "+schema ceiling", "verdict"],
+    targets.map((t) => [
+      t.figure,
+      t.target,
+      fmt(t.value),
+      // three decimals: a ceiling just under a target must not print as meeting it
+      "ceiling" in t ? fmt(t.ceiling, 3) : "",
+      "schemaCeiling" in t ? fmt(t.schemaCeiling, 3) : "",
+      verdict(t.met, "reachable" in t ? t.reachable : "yes")
+    ])
   )
 
   const totalMs = Math.round(performance.now() - started)

@@ -2,20 +2,32 @@
  * The decoders figure 1 and figure 5 compare, each reading the same chunked bytes and producing the reply's text:
  *
  * - `reprise`: the real provider (`HttpProvider.make(protocol)`) over an in-memory `HttpClient` whose response body is
- *   the chunked bytes: the full pipeline (`Stream.decodeText` → `Sse.makeChannel` → `JSON.parse + Schema.decodeUnknownEither(Event)` → the
- *   protocol's state machine with terminal enforcement) down to typed `GenerationEvent`s.
+ *   the chunked bytes: the full pipeline (each line decoded from its bytes → `Sse.makeParser` → `JSON.parse` +
+ *   `Schema.decodeUnknownEither(Event)` → the protocol's state machine with terminal enforcement) down to typed
+ *   `GenerationEvent`s.
  * - `baseline`: `eventsource-parser` + `JSON.parse` + the protocol's terminal check, in a plain loop.
  * - `official`: the official SDK's stream decoder (`openai` `Stream.fromSSEResponse`, `@anthropic-ai/sdk`
  *   `Stream.fromSSEResponse`) over a `Response` built from the same chunks.
+ * - `floor`: the baseline loop with the SSE parser DESIGN §3 mandates (`@effect/experimental/Sse`, fed line by line
+ *   as reprise feeds it) in place of `eventsource-parser`, and nothing else of reprise: no Schema, no state machine,
+ *   no Effect. No decoder built on that parser can be faster, so `baseline / floor` is the best ratio reprise can reach
+ *   against the baseline.
+ * - `floorSchema`: `floor` plus the per-event validation STYLE.md prescribes (`Schema.decodeUnknownEither` of the
+ *   protocol's event schema, the one reprise's decoder uses), still without a state machine or Effect.
  */
 import { Stream as AnthropicStream } from "@anthropic-ai/sdk/streaming"
+import * as Sse from "@effect/experimental/Sse"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
 import * as Message from "@reprise/core/Message"
+import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as OpenAiChat from "@reprise/providers/OpenAiChat"
+import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import { Stream as OpenAiStream } from "openai/streaming"
@@ -134,3 +146,74 @@ export const official: Decoder = async (corpus) => {
   if (!finished) throw new Error("premature EOF")
   return { textLength, finished }
 }
+
+/**
+ * Feeds one read to an SSE parser a line at a time, each line decoded from its own bytes: what reprise's body pipeline
+ * does (`packages/providers/src/internal/sse.ts`), so the parser runs on the same input in both.
+ */
+export const feedLines = (
+  parser: { readonly feed: (chunk: string) => unknown },
+  decoder: InstanceType<typeof TextDecoder>,
+  bytes: Uint8Array
+): void => {
+  let start = 0
+  while (start < bytes.length) {
+    const newline = bytes.indexOf(10, start)
+    const end = newline < 0 ? bytes.length : newline + 1
+    parser.feed(decoder.decode(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end), streaming))
+    start = end
+  }
+}
+
+const streaming = { stream: true } as const
+
+/** The event schema reprise's decoder validates each event of `protocol` with. */
+export const eventSchema = (protocol: Protocol): Schema.Schema<any, any> => {
+  switch (protocol) {
+    case "openai-chat":
+      return OpenAiChat.ChatChunk
+    case "anthropic":
+      return AnthropicMessages.MessagesEvent
+    case "openai-responses":
+    case "subscription":
+      return OpenAiResponses.ResponsesEvent
+  }
+}
+
+/** `validate` on: each payload is also checked with the protocol's event schema (`Schema.decodeUnknownEither`). */
+const floorDecoder = (validate: boolean): Decoder => async (corpus) => {
+  const protocol = corpus.protocol
+  const { terminal, text } = protocolOf(protocol)
+  const check = validate ? Schema.decodeUnknownEither(eventSchema(protocol)) : undefined
+  let textLength = 0
+  let finished = false
+  const parser = Sse.makeParser((event) => {
+    if (event._tag !== "Event" || finished || event.event === "ping") return
+    if (event.data === "[DONE]") {
+      if (protocol === "subscription") finished = true
+      return
+    }
+    const payload = JSON.parse(event.data) as Json
+    if (check !== undefined && check(payload)._tag === "Left") throw new Error(`undecodable ${event.event} event`)
+    if (payload.error != null && typeof payload.error === "object") throw new Error("in-band error")
+    const t = text(payload)
+    if (typeof t === "string") textLength += t.length
+    if (terminal(payload)) finished = true
+  }, { maxEventSize: 1024 * 1024 })
+  const reader = response(corpus).body!.getReader()
+  const decoder = new TextDecoder()
+  while (true) {
+    const { done, value } = await reader.read()
+    if (done) break
+    feedLines(parser, decoder, value)
+    if (finished && protocol !== "openai-chat") {
+      await reader.cancel()
+      break
+    }
+  }
+  if (!finished) throw new Error("premature EOF")
+  return { textLength, finished }
+}
+
+export const floor: Decoder = floorDecoder(false)
+export const floorSchema: Decoder = floorDecoder(true)
