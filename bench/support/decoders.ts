@@ -23,6 +23,7 @@ import * as Budget from "@reprise/core/Budget"
 import * as Message from "@reprise/core/Message"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
+import { feedLines } from "@reprise/providers/internal/sse"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import * as Effect from "effect/Effect"
@@ -147,26 +148,6 @@ export const official: Decoder = async (corpus) => {
   return { textLength, finished }
 }
 
-/**
- * Feeds one read to an SSE parser a line at a time, each line decoded from its own bytes: what reprise's body pipeline
- * does (`packages/providers/src/internal/sse.ts`), so the parser runs on the same input in both.
- */
-export const feedLines = (
-  parser: { readonly feed: (chunk: string) => unknown },
-  decoder: InstanceType<typeof TextDecoder>,
-  bytes: Uint8Array
-): void => {
-  let start = 0
-  while (start < bytes.length) {
-    const newline = bytes.indexOf(10, start)
-    const end = newline < 0 ? bytes.length : newline + 1
-    parser.feed(decoder.decode(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end), streaming))
-    start = end
-  }
-}
-
-const streaming = { stream: true } as const
-
 /** The event schema reprise's decoder validates each event of `protocol` with. */
 export const eventSchema = (protocol: Protocol): Schema.Schema<any, any> => {
   switch (protocol) {
@@ -205,7 +186,7 @@ const floorDecoder = (validate: boolean): Decoder => async (corpus) => {
   while (true) {
     const { done, value } = await reader.read()
     if (done) break
-    feedLines(parser, decoder, value)
+    feedLines(parser, decoder, [value])
     if (finished && protocol !== "openai-chat") {
       await reader.cancel()
       break

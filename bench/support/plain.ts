@@ -3,11 +3,11 @@
  * `JSON.parse` per event, the text appended and the terminal checked. Used as the baseline of figures 2 and 3.
  */
 import * as Sse from "@effect/experimental/Sse"
+import { feedLines } from "@reprise/providers/internal/sse"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as Schema from "effect/Schema"
 import { createParser } from "eventsource-parser"
 import { request } from "undici"
-import { feedLines } from "./decoders.js"
 
 type Json = Record<string, any>
 
@@ -53,7 +53,7 @@ export const chat = async (
     const parser = Sse.makeParser((event) => {
       if (event._tag === "Event") onEvent(event)
     }, { maxEventSize: 1024 * 1024 })
-    for await (const chunk of response.body) feedLines(parser, decoder, chunk as Uint8Array)
+    for await (const chunk of response.body) feedLines(parser, decoder, [chunk as Uint8Array])
   } else {
     const parser = createParser({ onEvent })
     for await (const chunk of response.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }))

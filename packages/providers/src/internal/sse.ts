@@ -44,11 +44,13 @@ const tooLarge = (settings: Settings) =>
  * The events are the same as for any other cut of the bytes: cutting only after `\n` keeps a `\r\n` pair together, a
  * line that has no `\n` yet goes to the parser as it is (the parser keeps it until the line ends, and bounds it by
  * `maxEventSize`), and `decoder` strips a leading BOM and replaces invalid bytes exactly as `Stream.decodeText` does.
+ *
+ * @internal
  */
-const feedLines = (
+export const feedLines = (
   parser: Sse.Parser,
   decoder: InstanceType<typeof TextDecoder>,
-  reads: Chunk.Chunk<Uint8Array>
+  reads: Iterable<Uint8Array>
 ): boolean => {
   for (const bytes of reads) {
     let start = 0
