@@ -21,14 +21,14 @@ const settings = quick
   ? {
     decode: { sizeMB: 2, iterations: 2 },
     e2e: { sizeMB: 1, runs: 3, warmup: 1 },
-    concurrency: { streams: 100 },
+    concurrency: { streams: 100, rounds: 1 },
     latency: { replies: 12 },
     growth: { sizesMB: [1, 4] }
   }
   : {
     decode: { sizeMB: 10, iterations: 5 },
     e2e: { sizeMB: 5, runs: 9, warmup: 2 },
-    concurrency: { streams: 1000 },
+    concurrency: { streams: 1000, rounds: 3 },
     latency: { replies: 60 },
     growth: { sizesMB: [1, 10, 100] }
   }
@@ -107,10 +107,10 @@ const main = async () => {
       reachable: reach(e2e.ceiling <= 1.15, e2e.ceilingSchema <= 1.15)
     },
     {
-      figure: `3. peak RSS, ${concurrency.streams} streams (MB)`,
+      figure: `3. peak RSS, ${concurrency.streams} streams (MB, largest of ${concurrency.rounds})`,
       target: "< 512",
-      value: concurrency.reprise.peakRssMB,
-      met: concurrency.reprise.peakRssMB < 512
+      value: concurrency.reprise.peakRssMB.max,
+      met: concurrency.reprise.peakRssMB.max < 512
     },
     {
       figure: "4. recovery latency median (ms)",
