@@ -24,8 +24,13 @@ const body = (newline: string) =>
     .map((line) => `${line}${newline}${newline}`)
     .join("")
 
-const decode = (bytes: Uint8Array, chunkSize: number, client = fakeClient(bytes, { chunkSize })) =>
-  Effect.flatMap(Effect.provideService(OpenAiChat.make(options), HttpClient.HttpClient, client), run)
+const decode = (
+  bytes: Uint8Array,
+  chunkSize: number,
+  client = fakeClient(bytes, { chunkSize }),
+  extra: { readonly maxEventSize?: number } = {}
+) =>
+  Effect.flatMap(Effect.provideService(OpenAiChat.make({ ...options, ...extra }), HttpClient.HttpClient, client), run)
 
 /** A client whose body delivers `bytes` in reads of `chunkSize` and then stays open, sending nothing more. */
 const openEnded = (bytes: Uint8Array, chunkSize: number): HttpClient.HttpClient =>
@@ -95,4 +100,19 @@ describe("SSE framing over any cut of the bytes", () => {
         }
       }))
   }
+
+  it.effect("a line that never ends fails as oversized once it passes maxEventSize, instead of growing forever", () =>
+    Effect.gen(function*() {
+      // one event, then a data line whose newline never comes, on a body that never ends
+      const bytes = encode(`data: ${chunk("ok")}\n\ndata: "${"x".repeat(4096)}`)
+      for (const chunkSize of [1, 100, bytes.length]) {
+        const { events, result } = yield* decode(bytes, chunkSize, openEnded(bytes, chunkSize), { maxEventSize: 1024 })
+        if (Either.isRight(result)) assert.fail(`chunks of ${chunkSize}: the stream completed`)
+        const failure = result.left as { readonly _tag: string; readonly reason: string }
+        assert.strictEqual(failure._tag, "ProviderRejection", `chunks of ${chunkSize}`)
+        assert.strictEqual(failure.reason, "MalformedStream", `chunks of ${chunkSize}`)
+        // the event before the oversized line was delivered first
+        assert.strictEqual(summarize(events).text, "ok", `chunks of ${chunkSize}`)
+      }
+    }))
 })
