@@ -296,6 +296,43 @@ for (const subject of subjects) {
           assert.strictEqual(Classification.classify(permanent)._tag, "Permanent")
         })))
 
+    it.effect("a 200 JSON body in place of the stream: an error is classified by its code, other JSON is malformed", () =>
+      withServer((_req, res, i) => {
+        const bodies = [
+          subject.errorBody("invalid_request_error", `model not found for ${KEY}`),
+          subject.errorBody("overloaded_error", "Overloaded"),
+          JSON.stringify({ id: "x", object: "chat.completion", choices: [] }),
+          "",
+          "<html><body>502 Bad Gateway</body></html>"
+        ]
+        res.writeHead(200, { "content-type": i === 4 ? "text/html" : "application/json", "x-request-id": "req_json" })
+        res.end(bodies[i])
+      }, (s) =>
+        Effect.gen(function*() {
+          const p = yield* provider(subject, s.url)
+          const permanent = failureOf((yield* run(p)).result)
+          assert.strictEqual(permanent._tag, "ProviderRejection")
+          assert.strictEqual(permanent.reason, "BadRequest")
+          assert.strictEqual(permanent.requestId, "req_json")
+          assert.strictEqual(Classification.classify(permanent)._tag, "Permanent")
+          assert.include(permanent.message, "model not found")
+          assert.notInclude(permanent.message, KEY)
+          const transient = failureOf((yield* run(p)).result)
+          assert.strictEqual(transient._tag, "TransportError")
+          assert.strictEqual(transient.reason, "ProviderError")
+          assert.strictEqual(Classification.classify(transient)._tag, "Retryable")
+          const completion = failureOf((yield* run(p)).result)
+          assert.strictEqual(completion._tag, "ProviderRejection")
+          assert.strictEqual(completion.reason, "MalformedStream")
+          assert.include(completion.message, "got a JSON body")
+          // an empty body and a body that is not JSON are still premature EOFs, as any truncated stream
+          for (let i = 0; i < 2; i++) {
+            const eof = failureOf((yield* run(p)).result)
+            assert.strictEqual(eof.reason, "PrematureEof")
+          }
+          assert.strictEqual(s.received.length, 5)
+        })))
+
     it.effect("a socket reset mid-body is a retryable transport failure", () =>
       withServer((_req, res) => {
         sse(res)
@@ -536,6 +573,21 @@ describe("capability fallback", () => {
 
 describe("with the recovery runtime", () => {
   for (const subject of subjects) {
+    it.live(`${subject.name}: a 200 JSON error in place of the stream is not replayed when its code is permanent`, () =>
+      withServer((_req, res) => {
+        res.writeHead(200, { "content-type": "application/json" })
+        res.end(subject.errorBody("invalid_request_error", "Invalid model"))
+      }, (s) =>
+        Effect.gen(function*() {
+          const p = yield* provider(subject, s.url)
+          const exit = yield* Recovery.run(p.stream(request())).pipe(
+            Effect.provide(Policy.layer({ backoffBase: Duration.millis(5), jitter: false })),
+            Effect.exit
+          )
+          assert.isTrue(Exit.isFailure(exit))
+          assert.strictEqual(s.received.length, 1)
+        })))
+
     it.live(`${subject.name}: a 503, a reset and a premature EOF are replayed, one send each, then committed`, () =>
       withServer((_req, res, i) => {
         if (i === 0) {

@@ -44,14 +44,14 @@ export const makeService = <Ev>(options: {
       Effect.map(
         Effect.suspend(() => Http.open(options.client, options.request(request), options.settings)),
         (response) => {
-          const decoder = options.decoder({
-            requestId: Option.getOrUndefined(Http.responseRequestId(response, options.settings.scrub))
-          })
+          const requestId = Option.getOrUndefined(Http.responseRequestId(response, options.settings.scrub))
+          const decoder = options.decoder({ requestId })
           return SseInternal.run({
             body: response.stream,
             settings: options.settings,
             decode: decoder.decode,
-            machine: decoder.machine
+            machine: decoder.machine,
+            requestId
           })
         }
       )

@@ -19,9 +19,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { fromBodyError, type Settings } from "./http.js"
+import { fromBodyError, inBandError, parseErrorBody, type Settings } from "./http.js"
 
 const tooLarge = (settings: Settings) =>
   new ProviderRejection.ProviderRejection({
@@ -50,7 +51,8 @@ const tooLarge = (settings: Settings) =>
 export const feedLines = (
   parser: Sse.Parser,
   decoder: InstanceType<typeof TextDecoder>,
-  reads: Iterable<Uint8Array>
+  reads: Iterable<Uint8Array>,
+  onText?: (text: string) => void
 ): boolean => {
   for (const bytes of reads) {
     let start = 0
@@ -58,6 +60,7 @@ export const feedLines = (
       const newline = bytes.indexOf(10, start)
       const end = newline < 0 ? bytes.length : newline + 1
       const text = decoder.decode(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end), streaming)
+      onText?.(text)
       if (text.length > 0 && parser.feed(text) !== undefined) return true
       start = end
     }
@@ -208,16 +211,56 @@ const stepAll = <Ev>(
   return { outputs, failure: undefined }
 }
 
+/** How much of a body without any SSE event is kept to recognise a JSON body sent in place of a stream. */
+const maxJsonBody = 64 * 1024
+
+/**
+ * A successful response whose whole body is one JSON value, not an event stream (a gateway or an OpenAI-compatible
+ * server answering `stream: true` with a plain JSON error or completion). An error object is classified like an
+ * in-band error, by its code; any other JSON value is `ProviderRejection{reason: "MalformedStream"}`: asking again
+ * would get the same answer. Anything else is not recognised here (`undefined`) and stays a premature EOF.
+ *
+ * @internal
+ */
+export const jsonInsteadOfStream = (
+  text: string,
+  settings: Settings,
+  requestId: string | undefined
+): ProviderFailure.ProviderFailure | undefined => {
+  const trimmed = text.trim()
+  if (!trimmed.startsWith("{") && !trimmed.startsWith("[")) return undefined
+  let json: unknown
+  try {
+    json = JSON.parse(trimmed)
+  } catch {
+    return undefined
+  }
+  if (Predicate.isRecord(json) && (json.error !== undefined && json.error !== null)) {
+    const error = parseErrorBody(trimmed)
+    return inBandError(settings, {
+      code: error.code,
+      type: error.type,
+      detail: error.message ?? "an error object in place of an event stream",
+      requestId
+    })
+  }
+  return new ProviderRejection.ProviderRejection({
+    reason: "MalformedStream",
+    detail: settings.scrub(`expected an event stream, got a JSON body: ${clip(trimmed, 200)}`)
+  })
+}
+
 /**
  * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the
  * state machine, and the idle timeout over events that make progress. Reading stops as soon as the machine is done.
  *
- * Each read is one synchronous pass: its bytes are decoded and fed to the parser line by line, and the events it completes are
- * decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per event cost
- * far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
+ * Each read is one synchronous pass: its bytes are decoded and fed to the parser line by line, and the events it
+ * completes are decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per
+ * event cost far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
  * `TransportError{reason: "Reset"}`; an event over `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`,
- * after the events before it. A `retry:` field is ignored (no provider sends one). Interruption passes through
- * untouched.
+ * after the events before it. A body that ends without a single SSE event and is one JSON value is read as such
+ * (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature EOF. A `retry:` field is
+ * ignored (no provider sends one). Interruption passes through untouched.
  *
  * @internal
  */
@@ -226,46 +269,58 @@ export const run = <Ev>(options: {
   readonly settings: Settings
   readonly decode: Decode<Ev>
   readonly machine: Machine<Ev>
-}): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => {
-  const { decode, machine, settings } = options
-  const parsed = Stream.suspend(() => {
-    const pending: Array<Sse.Event> = []
-    const decoder = new TextDecoder()
-    const parser = Sse.makeParser((event) => {
-      if (event._tag === "Event") pending.push(event)
-    }, { maxEventSize: settings.maxEventSize })
-    const steps: Channel.Channel<
-      Chunk.Chunk<Outputs>,
-      Chunk.Chunk<Uint8Array>,
-      ProviderFailure.ProviderFailure,
-      ProviderFailure.ProviderFailure,
-      void,
-      unknown
-    > = Channel.readWithCause({
-      onInput: (reads: Chunk.Chunk<Uint8Array>) =>
-        Channel.suspend(() => {
-          const overflowed = feedLines(parser, decoder, reads)
-          const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
-          const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
-          const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
-          if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
-          return machine.done() ? written : Channel.zipRight(written, steps)
-        }),
-      onFailure: Channel.failCause,
-      onDone: () => Channel.void
+  /** The response's request id, for an error sent as a JSON body in place of the stream. */
+  readonly requestId?: string | undefined
+}): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> =>
+  Stream.suspend(() => {
+    const { decode, machine, settings } = options
+    // the body's text until its first SSE event; undefined from that event on, or past `maxJsonBody`
+    let head: string | undefined = ""
+    const keepHead = (text: string) => {
+      if (head === undefined) return
+      head = head.length + text.length > maxJsonBody ? undefined : head + text
+    }
+    const parsed = Stream.suspend(() => {
+      const pending: Array<Sse.Event> = []
+      const decoder = new TextDecoder()
+      const parser = Sse.makeParser((event) => {
+        head = undefined
+        if (event._tag === "Event") pending.push(event)
+      }, { maxEventSize: settings.maxEventSize })
+      const steps: Channel.Channel<
+        Chunk.Chunk<Outputs>,
+        Chunk.Chunk<Uint8Array>,
+        ProviderFailure.ProviderFailure,
+        ProviderFailure.ProviderFailure,
+        void,
+        unknown
+      > = Channel.readWithCause({
+        onInput: (reads: Chunk.Chunk<Uint8Array>) =>
+          Channel.suspend(() => {
+            const overflowed = feedLines(parser, decoder, reads, head === undefined ? undefined : keepHead)
+            const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
+            const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
+            const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
+            if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
+            return machine.done() ? written : Channel.zipRight(written, steps)
+          }),
+        onFailure: Channel.failCause,
+        onDone: () => Channel.void
+      })
+      return options.body.pipe(
+        Stream.mapError((error) => fromBodyError(error, settings.scrub)),
+        Stream.pipeThroughChannel(steps)
+      )
     })
-    return options.body.pipe(
-      Stream.mapError((error) => fromBodyError(error, settings.scrub)),
-      Stream.pipeThroughChannel(steps)
-    )
-  })
-  const outputs = idleTimeout(parsed, settings.idleTimeout)
-  return Stream.suspend(() => {
+    const outputs = idleTimeout(parsed, settings.idleTimeout)
     let ended = false
     const end = (failure: Option.Option<ProviderFailure.ProviderFailure>) =>
       Stream.fromEffect(Effect.suspend(() => {
         ended = true
-        return machine.end(failure)
+        const json = Option.isNone(failure) && head !== undefined
+          ? jsonInsteadOfStream(head, settings, options.requestId)
+          : undefined
+        return json !== undefined ? Effect.fail(json) : machine.end(failure)
       }))
     return outputs.pipe(
       Stream.catchAll((failure) => end(Option.some(failure))),
@@ -274,4 +329,3 @@ export const run = <Ev>(options: {
       Stream.mapChunks(flatten)
     )
   })
-}
