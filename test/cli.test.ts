@@ -291,6 +291,54 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.match(refused.stderr, /corrupt\.jsonl:2/)
       assert.strictEqual(fs.readFileSync(corrupt, "utf8"), content)
     }))
+
+  it.effect("a session left with unanswered tool calls resumes with error results for them; no tool runs again", () =>
+    Effect.gen(function*() {
+      const dir = tempDir()
+      const session = path.join(dir, "interrupted.jsonl")
+      const target = path.join(dir, "notes.txt")
+      // what an interrupted turn leaves: the committed reply with its tool call, and no result for it
+      const before = [
+        { role: "user", text: "Note it down" },
+        {
+          role: "assistant",
+          text: "",
+          toolCalls: [{ id: "call_1", name: "append_file", arguments: { path: "notes.txt", line: "once" } }]
+        }
+      ]
+      fs.writeFileSync(session, before.map((m) => `${JSON.stringify(m)}\n`).join(""))
+      const { base, sim } = yield* setup({ steps: [{ kind: "stream", reply: { text: "Done." } }] })
+      const result = yield* run(
+        chatArgs(base, "--tools", "append_file", "--workspace", dir, "--session", session, "Go on"),
+        env
+      )
+      assert.strictEqual(result.code, 0, result.stderr)
+      assert.strictEqual(result.stdout, "Done.\n")
+      assert.isFalse(fs.existsSync(target), "the interrupted tool call was not run again")
+      const sent = (yield* sim.requestsTo("openai-chat"))[0].body as {
+        messages: Array<{ role: string; tool_call_id?: string; content: string }>
+      }
+      assert.deepStrictEqual(sent.messages.map((m) => m.role), ["user", "assistant", "tool", "user"])
+      assert.strictEqual(sent.messages[2].tool_call_id, "call_1")
+      assert.match(sent.messages[2].content, /interrupted/)
+      const lines = fs.readFileSync(session, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(lines.map((m) => m.role), ["user", "assistant", "tool", "user", "assistant"])
+      assert.strictEqual(lines[2].toolCallId, "call_1")
+      assert.isTrue(lines[2].isError)
+      // resumed again: the file is consistent now, so nothing more is added before the next prompt
+      yield* script({ steps: [{ kind: "stream", reply: { text: "Still here." } }] })
+      assert.strictEqual((yield* run(chatArgs(base, "--session", session, "And now?"), env)).code, 0)
+      const again = fs.readFileSync(session, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(again.map((m) => m.role), [
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "user",
+        "assistant"
+      ])
+    }))
 })
 
 describe("reprise demo", () => {

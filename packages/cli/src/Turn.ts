@@ -3,7 +3,9 @@
  * the session file. Shared by `chat` (one turn) and `repl` (one turn per line).
  *
  * The user's message is committed together with the turn's first committed reply: a prompt whose turn committed
- * nothing (exhausted, interrupted) leaves no trace in the transcript or the session file.
+ * nothing (exhausted, interrupted) leaves no trace in the transcript or the session file. A history whose last reply
+ * has unanswered tool calls (an earlier turn stopped while its tools ran) is answered first, with the error results of
+ * `Chat.interruptedToolResults`; they are committed the same way, before the user's message.
  *
  * @since 0.1.0
  */
@@ -44,7 +46,7 @@ export const providerLayer = (settings: Settings.Settings) =>
 
 /**
  * Runs one turn over the committed `history` and returns the messages it committed (the user's prompt first, when
- * anything was committed).
+ * anything was committed, after the error results of any tool calls an earlier turn left unanswered).
  *
  * @since 0.1.0
  * @category turns
@@ -54,6 +56,8 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
     const output = yield* Output.Output
     const render = yield* Render.make(Render.mode(settings.json, output.isTTY))
     const user = Message.user(prompt)
+    // the tools of an interrupted turn are not run again: their calls get error results, sent before the prompt
+    const opening: Array<Message.Message> = [...Chat.interruptedToolResults(history), user]
     const committed: Array<Message.Message> = []
     const persist = (messages: ReadonlyArray<Message.Message>) =>
       Option.match(settings.session, {
@@ -63,9 +67,9 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
     const onCommit = (commit: Chat.Commit) =>
       Effect.gen(function*() {
         const first = committed.length === 0
-        if (first) committed.push(user)
+        if (first) committed.push(...opening)
         committed.push(commit.message)
-        yield* persist(first ? [user, commit.message] : [commit.message])
+        yield* persist(first ? [...opening, commit.message] : [commit.message])
         if (commit._tag === "Reply") {
           yield* render.commit(commit.reply, commit.reply.toolCalls.length === 0)
           for (const call of commit.reply.toolCalls) yield* render.toolCall(call)
@@ -73,7 +77,7 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
           yield* render.toolResult(commit.message)
         }
       })
-    const step = Chat.step([...history, user], {
+    const step = Chat.step([...history, ...opening], {
       model: settings.model,
       system: Option.getOrUndefined(settings.system),
       maxTokens: Option.getOrUndefined(settings.maxTokens),

@@ -173,6 +173,48 @@ export const step = <EC = never, RC = never, RH = never>(
   })
 
 /**
+ * The content of the error result {@link interruptedToolResults} gives a tool call.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const interruptedToolCall =
+  "interrupted: the step stopped before this tool call's result was committed, and it is not run again. " +
+  "It may or may not have taken effect."
+
+/**
+ * Error results for the tool calls of the conversation's last reply that have no result: what a step leaves when it
+ * stops (interrupted, or the process died) after committing a reply and before committing all of its tool results.
+ * Providers reject a conversation with unanswered tool calls, so a caller resuming such a transcript puts these
+ * results before the new user message. The calls are not run again (a tool may already have taken effect; see the
+ * boundaries in the README): each result says so, with `isError: true`, in the order of the calls. Empty for a
+ * conversation whose last reply is fully answered.
+ *
+ * @since 0.1.0
+ * @category chat
+ */
+export const interruptedToolResults = (
+  history: ReadonlyArray<Message.Message>
+): Array<Message.ToolResultMessage> => {
+  const answered = new Set<string>()
+  let i = history.length - 1
+  for (; i >= 0; i--) {
+    const message = history[i]
+    if (message.role !== "tool") break
+    answered.add(message.toolCallId)
+  }
+  const last = history[i]
+  if (last === undefined || last.role !== "assistant") return []
+  return last.toolCalls.filter((call) => !answered.has(call.id)).map((call) => ({
+    role: "tool",
+    toolCallId: call.id,
+    name: call.name,
+    content: interruptedToolCall,
+    isError: true
+  }))
+}
+
+/**
  * An `onCommit` that appends every committed message to a JSONL transcript (see {@link Transcript.append}).
  *
  * @since 0.1.0

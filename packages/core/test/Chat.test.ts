@@ -336,3 +336,29 @@ describe("Chat.step", () => {
       assert.strictEqual(result.reply.text, "fine")
     }))
 })
+
+describe("Chat.interruptedToolResults", () => {
+  const call = (id: string) => ({ id, name: "append_file", arguments: { path: "notes.txt", line: id } })
+  const reply = (...ids: Array<string>): Message.Message => ({ role: "assistant", text: "", toolCalls: ids.map(call) })
+  const result = (id: string): Message.Message =>
+    Message.toolResult({ toolCallId: id, name: "append_file", content: "ok" })
+
+  it("answers the last reply's calls that have no result, in call order, as errors that say they did not run", () => {
+    const results = Chat.interruptedToolResults([Message.user("go"), reply("a", "b", "c"), result("b")])
+    assert.deepStrictEqual(results.map((r) => r.toolCallId), ["a", "c"])
+    for (const r of results) {
+      assert.isTrue(r.isError)
+      assert.strictEqual(r.name, "append_file")
+      assert.strictEqual(r.content, Chat.interruptedToolCall)
+    }
+  })
+
+  it("is empty when the last reply is answered, asked for no tool, or there is no reply to answer", () => {
+    assert.deepStrictEqual(Chat.interruptedToolResults([Message.user("go"), reply("a"), result("a")]), [])
+    assert.deepStrictEqual(Chat.interruptedToolResults([Message.user("go"), reply()]), [])
+    assert.deepStrictEqual(Chat.interruptedToolResults([Message.user("go")]), [])
+    assert.deepStrictEqual(Chat.interruptedToolResults([]), [])
+    // only the last reply counts: an earlier one is answered or was already repaired
+    assert.deepStrictEqual(Chat.interruptedToolResults([reply("a"), result("a"), Message.user("next")]), [])
+  })
+})
