@@ -280,38 +280,36 @@ export const run = <Ev>(options: {
       if (head === undefined) return
       head = head.length + text.length > maxJsonBody ? undefined : head + text
     }
-    const parsed = Stream.suspend(() => {
-      const pending: Array<Sse.Event> = []
-      const decoder = new TextDecoder()
-      const parser = Sse.makeParser((event) => {
-        head = undefined
-        if (event._tag === "Event") pending.push(event)
-      }, { maxEventSize: settings.maxEventSize })
-      const steps: Channel.Channel<
-        Chunk.Chunk<Outputs>,
-        Chunk.Chunk<Uint8Array>,
-        ProviderFailure.ProviderFailure,
-        ProviderFailure.ProviderFailure,
-        void,
-        unknown
-      > = Channel.readWithCause({
-        onInput: (reads: Chunk.Chunk<Uint8Array>) =>
-          Channel.suspend(() => {
-            const overflowed = feedLines(parser, decoder, reads, head === undefined ? undefined : keepHead)
-            const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
-            const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
-            const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
-            if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
-            return machine.done() ? written : Channel.zipRight(written, steps)
-          }),
-        onFailure: Channel.failCause,
-        onDone: () => Channel.void
-      })
-      return options.body.pipe(
-        Stream.mapError((error) => fromBodyError(error, settings.scrub)),
-        Stream.pipeThroughChannel(steps)
-      )
+    const pending: Array<Sse.Event> = []
+    const decoder = new TextDecoder()
+    const parser = Sse.makeParser((event) => {
+      head = undefined
+      if (event._tag === "Event") pending.push(event)
+    }, { maxEventSize: settings.maxEventSize })
+    const steps: Channel.Channel<
+      Chunk.Chunk<Outputs>,
+      Chunk.Chunk<Uint8Array>,
+      ProviderFailure.ProviderFailure,
+      ProviderFailure.ProviderFailure,
+      void,
+      unknown
+    > = Channel.readWithCause({
+      onInput: (reads: Chunk.Chunk<Uint8Array>) =>
+        Channel.suspend(() => {
+          const overflowed = feedLines(parser, decoder, reads, head === undefined ? undefined : keepHead)
+          const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
+          const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
+          const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
+          if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
+          return machine.done() ? written : Channel.zipRight(written, steps)
+        }),
+      onFailure: Channel.failCause,
+      onDone: () => Channel.void
     })
+    const parsed = options.body.pipe(
+      Stream.mapError((error) => fromBodyError(error, settings.scrub)),
+      Stream.pipeThroughChannel(steps)
+    )
     const outputs = idleTimeout(parsed, settings.idleTimeout)
     let ended = false
     const end = (failure: Option.Option<ProviderFailure.ProviderFailure>) =>
