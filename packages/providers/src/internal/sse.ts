@@ -219,10 +219,8 @@ const maxJsonBody = 64 * 1024
  * server answering `stream: true` with a plain JSON error or completion). An error object is classified like an
  * in-band error, by its code; any other JSON value is `ProviderRejection{reason: "MalformedStream"}`: asking again
  * would get the same answer. Anything else is not recognised here (`undefined`) and stays a premature EOF.
- *
- * @internal
  */
-export const jsonInsteadOfStream = (
+const jsonInsteadOfStream = (
   text: string,
   settings: Settings,
   requestId: string | undefined
