@@ -4,16 +4,19 @@
  * <MB>`) so its peak RSS is read cleanly. The body is generated while it is read (only one 64 KiB block is held),
  * and the consumer keeps a count of text characters, not the text, so any growth would be the decoder's own.
  * Linear time: ms per MB stays level. Flat memory: the peak RSS above the process's starting RSS stays level.
+ * Each point times `passes` decodes (the median counts) and keeps the peaks over all of them.
  */
 import { build, mb } from "./support/corpus.js"
 import { baseline, reprise } from "./support/decoders.js"
-import { child, fmt, gc, memorySampler, table } from "./support/stats.js"
+import { child, fmt, gc, memorySampler, summarize, type Summary, table } from "./support/stats.js"
 
 export interface GrowthPoint {
   readonly decoder: string
   readonly sizeMB: number
   readonly bytes: number
+  /** The median of the timed passes. */
   readonly ms: number
+  readonly passes: Summary
   readonly msPerMB: number
   readonly rssBeforeMB: number
   readonly peakRssMB: number
@@ -26,6 +29,8 @@ export interface GrowthPoint {
 
 const MB = 1024 * 1024
 
+const passes = 3
+
 const runChild = async (decoder: string, sizeMB: number): Promise<GrowthPoint> => {
   const corpus = build("openai-chat", sizeMB * MB)
   const decode = decoder === "reprise" ? reprise : baseline
@@ -35,11 +40,16 @@ const runChild = async (decoder: string, sizeMB: number): Promise<GrowthPoint> =
   const rssBefore = process.memoryUsage.rss()
   const heapBefore = process.memoryUsage().heapUsed
   const sampler = memorySampler(2)
-  const start = performance.now()
-  const result = await decode(corpus)
-  const ms = performance.now() - start
+  const times: Array<number> = []
+  for (let i = 0; i < passes; i++) {
+    const start = performance.now()
+    const result = await decode(corpus)
+    times.push(performance.now() - start)
+    if (result.textLength !== corpus.textLength || !result.finished) throw new Error(`${decoder}: wrong result`)
+  }
   const peaks = sampler.stop()
-  if (result.textLength !== corpus.textLength || !result.finished) throw new Error(`${decoder}: wrong result`)
+  const timing = summarize(times)
+  const ms = timing.median
   // A second, untimed pass that collects garbage every 100 ms: the largest heap still live after a collection is
   // what the decoder retains (the peaks above include garbage not yet collected).
   gc()
@@ -56,6 +66,7 @@ const runChild = async (decoder: string, sizeMB: number): Promise<GrowthPoint> =
     sizeMB,
     bytes: corpus.size,
     ms,
+    passes: timing,
     msPerMB: ms / mb(corpus.size),
     rssBeforeMB: rssBefore / MB,
     peakRssMB: peaks.peakRss / MB,
@@ -89,11 +100,12 @@ export const run = async (options: { sizesMB: ReadonlyArray<number> }): Promise<
 export const print = (g: GrowthResult) => {
   const base = new Map(g.points.filter((p) => p.decoder === "baseline").map((p) => [p.sizeMB, p]))
   table(
-    `5. Cost growth (chat recording scaled; fresh process per point; ratio = reprise / baseline): ms per MB level = linear, RSS growth level = flat`,
+    `5. Cost growth (chat recording scaled; fresh process per point, median of ${passes} passes; ratio = reprise / baseline): ms per MB level = linear, RSS growth level = flat`,
     [
       "decoder",
       "MB",
       "ms",
+      "ms min-max",
       "ms/MB",
       "time ratio",
       "RSS before MB",
@@ -106,6 +118,7 @@ export const print = (g: GrowthResult) => {
       p.decoder,
       fmt(mb(p.bytes), 0),
       fmt(p.ms, 0),
+      `${fmt(p.passes.min, 0)}-${fmt(p.passes.max, 0)}`,
       fmt(p.msPerMB, 1),
       p.decoder === "reprise" ? `${fmt(p.ms / base.get(p.sizeMB)!.ms)}x` : "1.00x",
       fmt(p.rssBeforeMB, 1),
