@@ -4,7 +4,7 @@
  * `server_error`, in turn); each reply is one fault then a clean stream. Backoff is 20 ms without jitter.
  *
  * - server view (the target): the faulted exchange's `closed.at` to the next request's `receivedAt` (simulator
- *   records, millisecond clock), minus the `RetryScheduled` delay;
+ *   records, sub-millisecond timestamps), minus the `RetryScheduled` delay;
  * - client view: `AttemptDiscarded` to the next attempt's first `Preview` (`performance.now()`), minus the delay.
  *
  * The baseline is the plain undici loop sleeping the same 20 ms, measured the same way on the server. The first

@@ -51,7 +51,7 @@ import * as SimulatorScript from "./SimulatorScript.js"
  */
 export interface Closure {
   readonly by: "client" | "server"
-  /** Epoch milliseconds. */
+  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
   readonly at: number
   /** Response body bytes written before the end, keepalive comments included. */
   readonly bytesWritten: number
@@ -77,7 +77,7 @@ export interface RecordedRequest {
   readonly headers: Readonly<Record<string, string>>
   /** The parsed JSON body; the raw text when it is not JSON; undefined when empty. */
   readonly body: unknown
-  /** Epoch milliseconds. */
+  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
   readonly receivedAt: number
   /** The kind of step served (`stream` for a default reply); undefined without a route. */
   readonly step: SimulatorScript.StepKind | undefined
@@ -229,6 +229,9 @@ const acquireServer = (host: string, port: number) =>
       })
   )
 
+/** Epoch milliseconds from the clock's nanoseconds: records keep sub-millisecond precision for latency measurements. */
+const preciseMillis = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos) / 1_000_000)
+
 const parseBody = (text: string): unknown => {
   if (text.length === 0) return undefined
   try {
@@ -349,7 +352,7 @@ export const make = (options: Options = {}): Effect.Effect<
       closed: Deferred.Deferred<Omit<Closure, "at">>
     ) =>
       Effect.gen(function*() {
-        const receivedAt = yield* Clock.currentTimeMillis
+        const receivedAt = yield* preciseMillis
         const method = req.method ?? "GET"
         const path = req.url ?? "/"
         const pathname = new URL(path, "http://127.0.0.1").pathname
@@ -379,7 +382,7 @@ export const make = (options: Options = {}): Effect.Effect<
           yield* Effect.raceFirst(Wire.execute(ex, planFor(arrival, found)), Deferred.await(closed))
         }
         const end = yield* Deferred.await(closed)
-        const closure: Closure = { ...end, at: yield* Clock.currentTimeMillis }
+        const closure: Closure = { ...end, at: yield* preciseMillis }
         store.close(record.id, closure)
         yield* bump
         yield* log(`request ${record.id} closed by ${closure.by} after ${closure.bytesWritten} body bytes`)
