@@ -27,6 +27,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Http from "./internal/http.js"
 import * as Internal from "./internal/provider.js"
+import { nullable, optional } from "./internal/schema.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -62,19 +63,19 @@ export interface Options extends ProviderOptions.Options {
 }
 
 const Usage = Schema.Struct({
-  input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
-  output_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
-  cache_creation_input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
-  cache_read_input_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+  input_tokens: optional(nullable(Schema.Number)),
+  output_tokens: optional(nullable(Schema.Number)),
+  cache_creation_input_tokens: optional(nullable(Schema.Number)),
+  cache_read_input_tokens: optional(nullable(Schema.Number))
 })
 
 const Block = Schema.Struct({
   type: Schema.String,
-  id: Schema.optional(Schema.Unknown),
-  name: Schema.optional(Schema.Unknown),
-  input: Schema.optional(Schema.Unknown),
-  text: Schema.optional(Schema.Unknown),
-  thinking: Schema.optional(Schema.Unknown)
+  id: optional(Schema.Unknown),
+  name: optional(Schema.Unknown),
+  input: optional(Schema.Unknown),
+  text: optional(Schema.Unknown),
+  thinking: optional(Schema.Unknown)
 })
 
 /**
@@ -85,24 +86,24 @@ const Block = Schema.Struct({
  */
 export const MessagesEvent = Schema.Struct({
   type: Schema.String,
-  index: Schema.optional(Schema.NullOr(Schema.Number)),
-  message: Schema.optional(Schema.NullOr(Schema.Struct({
-    content: Schema.optional(Schema.NullOr(Schema.Array(Block))),
-    stop_reason: Schema.optional(Schema.NullOr(Schema.String)),
-    usage: Schema.optional(Schema.NullOr(Usage))
+  index: optional(nullable(Schema.Number)),
+  message: optional(nullable(Schema.Struct({
+    content: optional(nullable(Schema.Array(Block))),
+    stop_reason: optional(nullable(Schema.String)),
+    usage: optional(nullable(Usage))
   }))),
-  content_block: Schema.optional(Schema.NullOr(Block)),
-  delta: Schema.optional(Schema.NullOr(Schema.Struct({
-    type: Schema.optional(Schema.NullOr(Schema.String)),
-    text: Schema.optional(Schema.Unknown),
-    thinking: Schema.optional(Schema.Unknown),
-    partial_json: Schema.optional(Schema.Unknown),
-    stop_reason: Schema.optional(Schema.NullOr(Schema.String))
+  content_block: optional(nullable(Block)),
+  delta: optional(nullable(Schema.Struct({
+    type: optional(nullable(Schema.String)),
+    text: optional(Schema.Unknown),
+    thinking: optional(Schema.Unknown),
+    partial_json: optional(Schema.Unknown),
+    stop_reason: optional(nullable(Schema.String))
   }))),
-  usage: Schema.optional(Schema.NullOr(Usage)),
-  error: Schema.optional(Schema.NullOr(Schema.Struct({
-    type: Schema.optional(Schema.NullOr(Schema.String)),
-    message: Schema.optional(Schema.NullOr(Schema.String))
+  usage: optional(nullable(Usage)),
+  error: optional(nullable(Schema.Struct({
+    type: optional(nullable(Schema.String)),
+    message: optional(nullable(Schema.String))
   })))
 })
 

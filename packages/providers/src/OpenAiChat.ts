@@ -27,6 +27,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Http from "./internal/http.js"
 import * as Internal from "./internal/provider.js"
+import { nullable, optional } from "./internal/schema.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -42,34 +43,34 @@ export const protocol = "openai-chat" as const
  */
 export interface Options extends ProviderOptions.Options {}
 
-const NullableString = Schema.optional(Schema.NullOr(Schema.String))
+const NullableString = optional(nullable(Schema.String))
 
 const ToolCallChunk = Schema.Struct({
-  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  index: optional(nullable(Schema.Number)),
   id: NullableString,
-  function: Schema.optional(Schema.NullOr(Schema.Struct({ name: NullableString, arguments: NullableString })))
+  function: optional(nullable(Schema.Struct({ name: NullableString, arguments: NullableString })))
 })
 
 const Choice = Schema.Struct({
-  index: Schema.optional(Schema.NullOr(Schema.Number)),
-  delta: Schema.optional(Schema.NullOr(Schema.Struct({
+  index: optional(nullable(Schema.Number)),
+  delta: optional(nullable(Schema.Struct({
     content: NullableString,
     reasoning_content: NullableString,
     reasoning: NullableString,
-    tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCallChunk)))
+    tool_calls: optional(nullable(Schema.Array(ToolCallChunk)))
   }))),
   finish_reason: NullableString
 })
 
 const Usage = Schema.Struct({
-  prompt_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
-  completion_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+  prompt_tokens: optional(nullable(Schema.Number)),
+  completion_tokens: optional(nullable(Schema.Number))
 })
 
 const ErrorObject = Schema.Struct({
   message: NullableString,
   type: NullableString,
-  code: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Number)))
+  code: optional(nullable(Schema.Union(Schema.String, Schema.Number)))
 })
 
 /**
@@ -79,9 +80,9 @@ const ErrorObject = Schema.Struct({
  * @category schemas
  */
 export const ChatChunk = Schema.Struct({
-  choices: Schema.optional(Schema.NullOr(Schema.Array(Choice))),
-  usage: Schema.optional(Schema.NullOr(Usage)),
-  error: Schema.optional(Schema.NullOr(ErrorObject))
+  choices: optional(nullable(Schema.Array(Choice))),
+  usage: optional(nullable(Usage)),
+  error: optional(nullable(ErrorObject))
 })
 
 /**

@@ -17,11 +17,12 @@ import * as Schema from "effect/Schema"
 import type * as ProviderOptions from "../ProviderOptions.js"
 import * as Http from "./http.js"
 import * as Internal from "./provider.js"
+import { nullable, optional } from "./schema.js"
 import * as SseInternal from "./sse.js"
 
 const Usage = Schema.Struct({
-  input_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
-  output_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+  input_tokens: optional(nullable(Schema.Number)),
+  output_tokens: optional(nullable(Schema.Number))
 })
 
 /**
@@ -32,20 +33,20 @@ const Usage = Schema.Struct({
  */
 export const ResponsesEvent = Schema.Struct({
   type: Schema.String,
-  delta: Schema.optional(Schema.Unknown),
-  item_id: Schema.optional(Schema.Unknown),
-  output_index: Schema.optional(Schema.Unknown),
-  item: Schema.optional(Schema.Unknown),
-  arguments: Schema.optional(Schema.Unknown),
-  code: Schema.optional(Schema.Unknown),
-  message: Schema.optional(Schema.Unknown),
-  error: Schema.optional(Schema.Unknown),
-  response: Schema.optional(Schema.NullOr(Schema.Struct({
-    status: Schema.optional(Schema.Unknown),
-    output: Schema.optional(Schema.Unknown),
-    usage: Schema.optional(Schema.NullOr(Usage)),
-    incomplete_details: Schema.optional(Schema.Unknown),
-    error: Schema.optional(Schema.Unknown)
+  delta: optional(Schema.Unknown),
+  item_id: optional(Schema.Unknown),
+  output_index: optional(Schema.Unknown),
+  item: optional(Schema.Unknown),
+  arguments: optional(Schema.Unknown),
+  code: optional(Schema.Unknown),
+  message: optional(Schema.Unknown),
+  error: optional(Schema.Unknown),
+  response: optional(nullable(Schema.Struct({
+    status: optional(Schema.Unknown),
+    output: optional(Schema.Unknown),
+    usage: optional(nullable(Usage)),
+    incomplete_details: optional(Schema.Unknown),
+    error: optional(Schema.Unknown)
   })))
 })
 
