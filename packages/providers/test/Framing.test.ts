@@ -4,7 +4,7 @@
  * cases where that could differ from decoding the whole body first: a character cut between two reads, a BOM, CRLF
  * and CR-only line endings, invalid bytes, and a line still open at the end of a read.
  */
-import { HttpClient, HttpClientResponse } from "@effect/platform"
+import { HttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import { Effect, Either, Redacted } from "effect"
@@ -31,26 +31,6 @@ const decode = (
   extra: { readonly maxEventSize?: number } = {}
 ) =>
   Effect.flatMap(Effect.provideService(OpenAiChat.make({ ...options, ...extra }), HttpClient.HttpClient, client), run)
-
-/** A client whose body delivers `bytes` in reads of `chunkSize` and then stays open, sending nothing more. */
-const openEnded = (bytes: Uint8Array, chunkSize: number): HttpClient.HttpClient =>
-  HttpClient.make((request) =>
-    Effect.sync(() => {
-      let offset = 0
-      const stream = new ReadableStream<Uint8Array>({
-        pull(controller) {
-          if (offset >= bytes.length) return new Promise<void>(() => {})
-          controller.enqueue(bytes.slice(offset, offset + chunkSize))
-          offset += chunkSize
-          return undefined
-        }
-      })
-      return HttpClientResponse.fromWeb(
-        request,
-        new Response(stream, { status: 200, headers: { "content-type": "text/event-stream" } })
-      )
-    })
-  )
 
 const encode = (s: string) => new TextEncoder().encode(s)
 
@@ -94,7 +74,7 @@ describe("SSE framing over any cut of the bytes", () => {
         // (a line still open at the end of a read must not wait for a later "\n")
         const bytes = encode(body(newline))
         for (const chunkSize of [1, 7, bytes.length]) {
-          const { events, result } = yield* decode(bytes, chunkSize, openEnded(bytes, chunkSize))
+          const { events, result } = yield* decode(bytes, chunkSize, fakeClient(bytes, { chunkSize, staysOpen: true }))
           assert.isTrue(Either.isRight(result), `chunks of ${chunkSize}: ${String(result)}`)
           assert.strictEqual(summarize(events).text, text)
         }
@@ -106,7 +86,9 @@ describe("SSE framing over any cut of the bytes", () => {
       // one event, then a data line whose newline never comes, on a body that never ends
       const bytes = encode(`data: ${chunk("ok")}\n\ndata: "${"x".repeat(4096)}`)
       for (const chunkSize of [1, 100, bytes.length]) {
-        const { events, result } = yield* decode(bytes, chunkSize, openEnded(bytes, chunkSize), { maxEventSize: 1024 })
+        const { events, result } = yield* decode(bytes, chunkSize, fakeClient(bytes, { chunkSize, staysOpen: true }), {
+          maxEventSize: 1024
+        })
         if (Either.isRight(result)) assert.fail(`chunks of ${chunkSize}: the stream completed`)
         const failure = result.left as { readonly _tag: string; readonly reason: string }
         assert.strictEqual(failure._tag, "ProviderRejection", `chunks of ${chunkSize}`)

@@ -13,10 +13,18 @@ import type * as Net from "node:net"
 
 export const KEY = "sk-reprise-SECRET-7f3a9c0e1d2b4a6f8e0c"
 
-/** An HttpClient that answers every request with `body`, delivered in chunks of `chunkSize` bytes. */
+/**
+ * An HttpClient that answers every request with `body`, delivered in chunks of `chunkSize` bytes. With `staysOpen`,
+ * the body does not end after the last chunk: it sends nothing more and never closes.
+ */
 export const fakeClient = (
   body: string | Uint8Array,
-  options: { readonly status?: number; readonly headers?: Record<string, string>; readonly chunkSize?: number } = {}
+  options: {
+    readonly status?: number
+    readonly headers?: Record<string, string>
+    readonly chunkSize?: number
+    readonly staysOpen?: boolean
+  } = {}
 ): HttpClient.HttpClient =>
   HttpClient.make((request) =>
     Effect.sync(() => {
@@ -25,7 +33,11 @@ export const fakeClient = (
       let offset = 0
       const stream = new ReadableStream<Uint8Array>({
         pull(controller) {
-          if (offset >= bytes.length) return controller.close()
+          if (offset >= bytes.length) {
+            return options.staysOpen === true
+              ? new Promise<void>(() => {})
+              : controller.close()
+          }
           controller.enqueue(bytes.slice(offset, offset + size))
           offset += size
         }
