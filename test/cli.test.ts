@@ -3,8 +3,8 @@
  * `--json` events, request counts seen by the server, sessions and the file written by `append_file`.
  */
 import { assert, describe, layer } from "@effect/vitest"
-import * as Simulator from "@reprise/providers/Simulator"
-import type * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"

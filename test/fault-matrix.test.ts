@@ -7,7 +7,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Recovery from "@reprise/core/Recovery"
-import * as Simulator from "@reprise/providers/Simulator"
+import * as Simulator from "@reprise/simulator/Simulator"
 import { Duration, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"

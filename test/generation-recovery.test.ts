@@ -11,8 +11,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
 import * as Policy from "@reprise/core/Policy"
-import * as Simulator from "@reprise/providers/Simulator"
-import type * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Chunk, Duration, Effect, Exit, Fiber, TestClock } from "effect"
 import {
   awaitSleepUntil,

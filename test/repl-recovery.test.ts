@@ -4,7 +4,7 @@
  * it and keeps the committed transcript; the next prompt typed afterwards is sent with that transcript.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Simulator from "@reprise/providers/Simulator"
+import * as Simulator from "@reprise/simulator/Simulator"
 import { Effect } from "effect"
 import { start } from "./utils/spawn.js"
 

@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Classification from "@reprise/core/Classification"
 import type * as ProviderOptions from "@reprise/providers/ProviderOptions"
-import * as Simulator from "@reprise/providers/Simulator"
+import * as Simulator from "@reprise/simulator/Simulator"
 import { Effect, Option } from "effect"
 import {
   committed,

@@ -7,8 +7,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Classification from "@reprise/core/Classification"
-import * as Simulator from "@reprise/providers/Simulator"
-import type * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Effect } from "effect"
 import {
   beforeCut,

@@ -3,11 +3,11 @@
  * `JSON.parse` per event, the text appended and the terminal checked. Used as the baseline of figures 2 and 3.
  */
 import * as Sse from "@effect/experimental/Sse"
-import { feedLines } from "@reprise/providers/internal/sse"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as Schema from "effect/Schema"
 import { createParser } from "eventsource-parser"
 import { request } from "undici"
+import { feedLines } from "../../packages/providers/dist/internal/sse.js"
 
 type Json = Record<string, any>
 

@@ -4,7 +4,7 @@
  * closes (the parent exits or ends it).
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Simulator from "@reprise/providers/Simulator"
+import * as Simulator from "@reprise/simulator/Simulator"
 import * as Effect from "effect/Effect"
 
 const scriptFile = process.argv[2]

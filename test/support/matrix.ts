@@ -6,7 +6,7 @@
  * Each case runs one `Recovery.generate` against a route scripted "fault, then the full stream": a fault that is
  * replayed costs two sends and commits the second attempt; a fault that is not replayed costs one send and surfaces.
  */
-import type * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { overflowStep } from "./chat.js"
 
 export type Protocol = SimulatorScript.Route

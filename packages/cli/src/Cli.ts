@@ -2,25 +2,31 @@
  * The `reprise` command line: `chat`, `repl`, `simulate` and `demo`, built with @effect/cli. See the README for the
  * flags, environment variables and exit codes.
  *
+ * This module only declares the commands and their options. What a command does lives in its own module (`Run`,
+ * `Simulate`, `Demo`), imported when that command runs: `reprise --help` and a bad flag never load the HTTP client,
+ * the providers or the simulator, which is most of the binary's start-up time (docs/cli.md, "Start-up").
+ *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import type * as Usage from "@effect/cli/Usage"
 import * as ValidationError from "@effect/cli/ValidationError"
-import * as BuiltinTools from "@reprise/core/BuiltinTools"
-import type * as Message from "@reprise/core/Message"
-import * as Transcript from "@reprise/core/Transcript"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Demo from "./Demo.js"
+import * as CommandLine from "./CommandLine.js"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
-import * as Repl from "./Repl.js"
 import * as Settings from "./Settings.js"
-import * as Simulate from "./Simulate.js"
-import * as Turn from "./Turn.js"
+
+/**
+ * The version `--version` prints; a test keeps it equal to the package's.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const version = "0.1.0"
 
 /**
  * The command ended with a non-zero exit code after reporting its outcome itself.
@@ -28,66 +34,61 @@ import * as Turn from "./Turn.js"
  * @since 0.1.0
  * @category errors
  */
-export class Exit {
-  readonly _tag = "Exit"
-  constructor(readonly code: number) {}
-}
+export const Exit = ExitCode.Exit
 
-const withSession = <A, E, R>(
-  settings: Settings.Settings,
-  f: (history: ReadonlyArray<Message.Message>) => Effect.Effect<A, E, R>
-) =>
-  Effect.flatMap(
-    Option.match(settings.session, { onNone: () => Effect.succeed([]), onSome: Transcript.load }),
-    (history) =>
-      f(history).pipe(
-        Effect.provide(Layer.merge(
-          BuiltinTools.layer(settings.tools, { workspace: settings.workspace }),
-          Turn.providerLayer(settings)
-        ))
-      )
-  )
-
-const exitWith = (code: number) => code === 0 ? Effect.void : Effect.fail(new Exit(code))
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type Exit = ExitCode.Exit
 
 const chat = Command.make(
   "chat",
   { ...Settings.options, prompt: Args.text({ name: "prompt" }) },
-  ({ prompt, ...parsed }) =>
-    Effect.gen(function*() {
-      const settings = yield* Settings.resolve(parsed)
-      const code = yield* withSession(settings, (history) =>
-        Effect.gen(function*() {
-          const turn = yield* Turn.run(settings, history, prompt)
-          return turn.result._tag === "Right" ? 0 : yield* turn.render.error(turn.result.left, settings.debug)
-        }))
-      return yield* exitWith(code)
-    })
+  ({ prompt, ...parsed }) => Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.chat(parsed, prompt))
 ).pipe(Command.withDescription("one turn (with its tool loop), headless"))
 
 const repl = Command.make(
   "repl",
   Settings.options,
-  (parsed) =>
-    Effect.gen(function*() {
-      const settings = yield* Settings.resolve(parsed)
-      const code = yield* withSession(settings, (history) => Repl.run(settings, history))
-      return yield* exitWith(code)
-    })
+  (parsed) => Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed))
 ).pipe(Command.withDescription("interactive: one prompt per line on stdin"))
 
 const simulate = Command.make(
   "simulate",
   {
-    port: Options.integer("port").pipe(Options.withDefault(0), Options.withDescription("port on 127.0.0.1 (0: any)")),
-    script: Options.text("script").pipe(Options.optional, Options.withDescription("fault script (JSON)"))
+    port: Options.integer("port").pipe(
+      Options.withDefault(0),
+      Options.withDescription("port on 127.0.0.1 (0: any)")
+    ),
+    script: Options.text("script").pipe(
+      Options.optional,
+      Options.withDescription("fault script (JSON)")
+    )
   },
-  ({ port, script }) => Simulate.run({ port, script: Option.getOrUndefined(script) })
+  ({ port, script }) =>
+    Effect.flatMap(
+      Effect.promise(() => import("./Simulate.js")),
+      (Simulate) => Simulate.run({ port, script: Option.getOrUndefined(script) })
+    )
 ).pipe(Command.withDescription("run the loopback fault simulator in the foreground"))
 
-const demo = Command.make("demo", {}, () => Effect.flatMap(Demo.run, exitWith)).pipe(
-  Command.withDescription("a guided run against the embedded simulator: faults, replays, commit")
-)
+const demo = Command.make(
+  "demo",
+  {},
+  () =>
+    Effect.flatMap(
+      Effect.promise(() => import("./Demo.js")),
+      (Demo) => Effect.flatMap(Demo.run, (code) => code === 0 ? Effect.void : Effect.fail(new ExitCode.Exit(code)))
+    )
+).pipe(Command.withDescription("a guided run against the embedded simulator: faults, replays, commit"))
+
+const usages = new Map<string, Usage.Usage>([
+  ["chat", Command.getUsage(chat)],
+  ["repl", Command.getUsage(repl)],
+  ["simulate", Command.getUsage(simulate)],
+  ["demo", Command.getUsage(demo)]
+])
 
 /**
  * @since 0.1.0
@@ -98,11 +99,19 @@ export const command = Command.make("reprise").pipe(
   Command.withSubcommands([chat, repl, simulate, demo])
 )
 
+const cli = Command.run(command, { name: "reprise", version })
+
 /**
+ * Runs the command line `argv` (`process.argv`: the executable and script first).
+ *
  * @since 0.1.0
  * @category commands
  */
-export const run = Command.run(command, { name: "reprise", version: "0.1.0" })
+export const run = (argv: ReadonlyArray<string>) =>
+  Effect.flatMap(
+    CommandLine.normalize(usages, argv.slice(2)),
+    (args) => cli([...argv.slice(0, 2), ...args])
+  )
 
 /**
  * Maps anything the CLI can fail with to an exit code, printing what was not printed yet: one line on stderr (and
@@ -113,7 +122,7 @@ export const run = Command.run(command, { name: "reprise", version: "0.1.0" })
  */
 export const exitCodeOf = (error: unknown, json: boolean) =>
   Effect.gen(function*() {
-    if (error instanceof Exit) return error.code
+    if (error instanceof ExitCode.Exit) return error.code
     const outcome = ExitCode.classify(error)
     const commandLine = ValidationError.isValidationError(error)
     const message = outcome.message

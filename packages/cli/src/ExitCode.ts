@@ -123,3 +123,14 @@ const usageMessage = (error: unknown): string => {
   if (ValidationError.isValidationError(error)) return "invalid command line (see reprise --help)"
   return messageOf(error)
 }
+
+/**
+ * The command ended with a non-zero exit code after reporting its outcome itself.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class Exit {
+  readonly _tag = "Exit"
+  constructor(readonly code: number) {}
+}

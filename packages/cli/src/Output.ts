@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -77,3 +78,47 @@ export const stdout = (text: string): Effect.Effect<void, never, Output> =>
  */
 export const stderr = (text: string): Effect.Effect<void, never, Output> =>
   Effect.flatMap(Output, (o) => o.stderr(text))
+
+const sgr = /\u001b\[[0-9;]*m/g
+
+/**
+ * Whether text written to a stream may carry colour: only on a terminal, and never when `NO_COLOR` is set to a
+ * non-empty value (https://no-color.org).
+ *
+ * @since 0.1.0
+ * @category colour
+ */
+export const colourAllowed = (stream: { readonly isTTY?: boolean | undefined }, env: NodeJS.ProcessEnv): boolean =>
+  stream.isTTY === true && (env.NO_COLOR === undefined || env.NO_COLOR === "")
+
+/**
+ * Removes SGR escape sequences (colour, bold) from text.
+ *
+ * @since 0.1.0
+ * @category colour
+ */
+export const stripColour = (text: string): string => text.replace(sgr, "")
+
+/**
+ * Runs `effect` with a `Console` that drops colour from what it writes to a stream where colour is not allowed
+ * ({@link colourAllowed}). @effect/cli writes its help, usage errors and `--version` through `Console`, always in
+ * colour; reprise's own output has none.
+ *
+ * @since 0.1.0
+ * @category colour
+ */
+export const withColourPolicy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const stdoutColour = colourAllowed(process.stdout, process.env)
+  const stderrColour = colourAllowed(process.stderr, process.env)
+  if (stdoutColour && stderrColour) return effect
+  const plain = (args: ReadonlyArray<unknown>) => args.map((arg) => typeof arg === "string" ? stripColour(arg) : arg)
+  return Console.consoleWith((console) =>
+    Console.withConsole(effect, {
+      ...console,
+      log: (...args) => console.log(...(stdoutColour ? args : plain(args))),
+      info: (...args) => console.info(...(stdoutColour ? args : plain(args))),
+      error: (...args) => console.error(...(stderrColour ? args : plain(args))),
+      warn: (...args) => console.warn(...(stderrColour ? args : plain(args)))
+    })
+  )
+}

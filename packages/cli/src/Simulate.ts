@@ -3,8 +3,8 @@
  *
  * @since 0.1.0
  */
-import * as Simulator from "@reprise/providers/Simulator"
-import * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import * as Simulator from "@reprise/simulator/Simulator"
+import * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import * as Effect from "effect/Effect"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"

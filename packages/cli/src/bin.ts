@@ -4,10 +4,15 @@
  * Exit codes: 0 committed, 1 permanent provider error, 2 usage or configuration error, 75 transient failure not
  * recovered, 76 authentication or permission, 77 model not found, 130 interrupted.
  *
+ * `bin/reprise.js` installs a SIGINT handler before this module is loaded (exit 130, nothing can have been sent
+ * yet) and this module replaces it with the runtime's own, which interrupts the running command.
+ *
  * @since 0.1.0
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -22,7 +27,8 @@ const debug = process.argv.includes("--debug")
 const main = Cli.run(process.argv).pipe(
   Effect.as(ExitCode.ExitCode.Committed as number),
   Effect.catchAll((error) => Cli.exitCodeOf(error, json)),
-  Effect.provide(Layer.merge(NodeContext.layer, Output.layerProcess))
+  Output.withColourPolicy,
+  Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer, Output.layerProcess))
 )
 
 NodeRuntime.runMain(main, {
@@ -36,3 +42,7 @@ NodeRuntime.runMain(main, {
     onExit(ExitCode.ExitCode.Permanent)
   }
 })
+
+// The runtime handles SIGINT from here on: retire the handler bin/reprise.js installed for the start-up.
+const early = (globalThis as Record<symbol, unknown>)[Symbol.for("@reprise/cli/startupSigint")]
+if (typeof early === "function") process.removeListener("SIGINT", early as () => void)

@@ -1,16 +1,6 @@
 /**
  * @since 0.1.0
  */
-export * as Simulator from "./Simulator.js"
-
-/**
- * @since 0.1.0
- */
-export * as SimulatorScript from "./SimulatorScript.js"
-
-/**
- * @since 0.1.0
- */
 export * as AnthropicMessages from "./AnthropicMessages.js"
 
 /**

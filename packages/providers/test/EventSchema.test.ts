@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
-import { nullable, optional } from "@reprise/providers/internal/schema"
+import { nullable, optional } from "../src/internal/schema.js"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import { Either, FastCheck as fc, Schema } from "effect"

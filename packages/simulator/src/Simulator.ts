@@ -33,59 +33,29 @@ import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Http from "node:http"
 import type * as Net from "node:net"
-import * as Load from "./internal/simulator/load.js"
-import * as Plan from "./internal/simulator/plan.js"
-import * as Store from "./internal/simulator/store.js"
-import * as Wire from "./internal/simulator/wire.js"
+import * as Load from "./internal/load.js"
+import * as Plan from "./internal/plan.js"
+import * as Store from "./internal/store.js"
+import * as Wire from "./internal/wire.js"
+import type * as Records from "./RecordedRequest.js"
+import * as ScriptLoader from "./ScriptLoader.js"
 import * as SimulatorScript from "./SimulatorScript.js"
 
 /**
- * How an exchange ended.
- *
- * - `by: "client"`: the client closed the connection before the response was complete (an abort, an
- *   interruption, a client-side timeout).
- * - `by: "server"`: the response ended, or the simulator itself reset, hung up or shut the connection down.
+ * How an exchange ended (see `RecordedRequest.Closure`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface Closure {
-  readonly by: "client" | "server"
-  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
-  readonly at: number
-  /** Response body bytes written before the end, keepalive comments included. */
-  readonly bytesWritten: number
-}
+export type Closure = Records.Closure
 
 /**
- * One request as the simulator received it.
+ * One request as the simulator received it (see `RecordedRequest.RecordedRequest`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface RecordedRequest {
-  /** 1 for the first request the server received, across all routes and scripts. */
-  readonly id: number
-  /** The protocol route, or undefined for a path (or method) that matched none. */
-  readonly route: SimulatorScript.Route | undefined
-  /** 1 for the first request to the route since the last `setScript` or `clear` (0 without a route). */
-  readonly nth: number
-  readonly method: string
-  /** The request target, query included. */
-  readonly path: string
-  /** Lower-cased names; `authorization`, `x-api-key`, `api-key`, `cookie` and `proxy-authorization` redacted. */
-  readonly headers: Readonly<Record<string, string>>
-  /** The parsed JSON body; the raw text when it is not JSON; undefined when empty. */
-  readonly body: unknown
-  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
-  readonly receivedAt: number
-  /** The kind of step served (`stream` for a default reply); undefined without a route. */
-  readonly step: SimulatorScript.StepKind | undefined
-  /** The step's index in the route's `steps`, undefined for a default reply. */
-  readonly stepIndex: number | undefined
-  /** Set once the exchange ended. */
-  readonly closed: Closure | undefined
-}
+export type RecordedRequest = Records.RecordedRequest
 
 /**
  * A running simulator.
@@ -107,12 +77,12 @@ export interface Service {
    * Replaces the whole script, restarts every route at its first step and clears the records and counts: one
    * server can serve many test cases. Fixture files are read now; a missing one fails with a `ScriptError`.
    */
-  readonly setScript: (script: SimulatorScript.Script) => Effect.Effect<void, SimulatorScript.ScriptError>
+  readonly setScript: (script: SimulatorScript.Script) => Effect.Effect<void, ScriptLoader.ScriptError>
   /** Replaces one route's script and restarts that route at its first step; records and counts are kept. */
   readonly setRoute: (
     route: SimulatorScript.Route,
     script: SimulatorScript.RouteScript
-  ) => Effect.Effect<void, SimulatorScript.ScriptError>
+  ) => Effect.Effect<void, ScriptLoader.ScriptError>
   /** Forgets the recorded requests and counts (the step positions are kept). */
   readonly clear: Effect.Effect<void>
   /** Every recorded request, oldest first. */
@@ -133,7 +103,7 @@ export interface Service {
  * @since 0.1.0
  * @category tags
  */
-export class Simulator extends Context.Tag("@reprise/providers/Simulator")<Simulator, Service>() {}
+export class Simulator extends Context.Tag("@reprise/simulator/Simulator")<Simulator, Service>() {}
 
 /**
  * @since 0.1.0
@@ -160,7 +130,7 @@ export interface Options {
  * @since 0.1.0
  * @category errors
  */
-export class SimulatorError extends Schema.TaggedError<SimulatorError>("@reprise/providers/Simulator/SimulatorError")(
+export class SimulatorError extends Schema.TaggedError<SimulatorError>("@reprise/simulator/Simulator/SimulatorError")(
   "SimulatorError",
   {
     reason: Schema.Literal("Listen"),
@@ -249,7 +219,7 @@ const readBody = (req: Http.IncomingMessage) =>
     req.once("error", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
   })
 
-const gone: unique symbol = Symbol.for("@reprise/providers/Simulator/gone")
+const gone: unique symbol = Symbol.for("@reprise/simulator/Simulator/gone")
 
 const simulatorError = (status: number, message: string): typeof SimulatorScript.StatusStep.Type => ({
   kind: "status",
@@ -266,7 +236,7 @@ const simulatorError = (status: number, message: string): typeof SimulatorScript
  */
 export const make = (options: Options = {}): Effect.Effect<
   Service,
-  SimulatorError | SimulatorScript.ScriptError,
+  SimulatorError | ScriptLoader.ScriptError,
   Scope.Scope | FileSystem.FileSystem | Path.Path
 > =>
   Effect.gen(function*() {
@@ -448,7 +418,7 @@ export const make = (options: Options = {}): Effect.Effect<
  */
 export const layer = (options: Options = {}): Layer.Layer<
   Simulator,
-  SimulatorError | SimulatorScript.ScriptError
+  SimulatorError | ScriptLoader.ScriptError
 > =>
   Layer.scoped(Simulator, make(options)).pipe(
     Layer.provide(Layer.merge(NodeFileSystem.layer, NodePath.layer))
@@ -482,10 +452,10 @@ const announce = (simulator: Service): Effect.Effect<void> =>
  */
 export const serve = (options: ServeOptions = {}): Effect.Effect<
   never,
-  SimulatorError | SimulatorScript.ScriptError
+  SimulatorError | ScriptLoader.ScriptError
 > =>
   Effect.scoped(Effect.gen(function*() {
-    const script = options.scriptFile === undefined ? options.script : yield* SimulatorScript.load(options.scriptFile)
+    const script = options.scriptFile === undefined ? options.script : yield* ScriptLoader.load(options.scriptFile)
     const simulator = yield* make({ ...options, script, log: options.log ?? true })
     yield* (options.onListening ?? announce)(simulator)
     return yield* Effect.never

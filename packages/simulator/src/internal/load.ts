@@ -8,7 +8,8 @@
 import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as Path from "@effect/platform/Path"
 import * as Effect from "effect/Effect"
-import * as SimulatorScript from "../../SimulatorScript.js"
+import * as ScriptLoader from "../ScriptLoader.js"
+import * as SimulatorScript from "../SimulatorScript.js"
 import * as Frames from "./frames.js"
 import * as Generate from "./generate.js"
 
@@ -60,11 +61,11 @@ const readFixture = (
   dir: string,
   route: SimulatorScript.Route,
   reply: SimulatorScript.FixtureReply
-): Effect.Effect<Source, SimulatorScript.ScriptError> => {
+): Effect.Effect<Source, ScriptLoader.ScriptError> => {
   const file = env.path.resolve(dir, reply.fixture)
   return env.fs.readFileString(file).pipe(
     Effect.mapError((cause) =>
-      new SimulatorScript.ScriptError({ reason: "Fixture", file, issues: [cause.message], cause })
+      new ScriptLoader.ScriptError({ reason: "Fixture", file, issues: [cause.message], cause })
     ),
     Effect.map((text) => {
       const format = reply.format ?? (file.endsWith(".sse") ? "wire" : "chunks")
@@ -79,7 +80,7 @@ const loadReply = (
   dir: string,
   route: SimulatorScript.Route,
   reply: SimulatorScript.Reply
-): Effect.Effect<Source, SimulatorScript.ScriptError> =>
+): Effect.Effect<Source, ScriptLoader.ScriptError> =>
   SimulatorScript.isFixtureReply(reply)
     ? readFixture(env, dir, route, reply)
     : Effect.succeed({ _tag: "Generated", reply } as const)
@@ -94,7 +95,7 @@ export const loadRoute = (
   dir: string,
   route: SimulatorScript.Route,
   script: SimulatorScript.RouteScript | undefined
-): Effect.Effect<LoadedRoute, SimulatorScript.ScriptError> =>
+): Effect.Effect<LoadedRoute, ScriptLoader.ScriptError> =>
   Effect.gen(function*() {
     if (script === undefined) return emptyRoute
     const reply = script.reply === undefined ? defaultSource : yield* loadReply(env, dir, route, script.reply)
@@ -117,7 +118,7 @@ export const fixturesDir = (env: Env, script: SimulatorScript.Script): string =>
 export const load = (
   env: Env,
   script: SimulatorScript.Script
-): Effect.Effect<LoadedScript, SimulatorScript.ScriptError> => {
+): Effect.Effect<LoadedScript, ScriptLoader.ScriptError> => {
   const dir = fixturesDir(env, script)
   return Effect.all({
     "openai-chat": loadRoute(env, dir, "openai-chat", script.routes?.["openai-chat"]),

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type * as SimulatorScript from "../../SimulatorScript.js"
+import type * as SimulatorScript from "../SimulatorScript.js"
 import * as Frames from "./frames.js"
 
 /** What a generated reply needs to know about the request it answers. @internal */

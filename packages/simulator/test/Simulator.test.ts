@@ -1,8 +1,9 @@
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodePath from "@effect/platform-node/NodePath"
 import { assert, describe, it } from "@effect/vitest"
-import * as Simulator from "@reprise/providers/Simulator"
-import * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import * as ScriptLoader from "@reprise/simulator/ScriptLoader"
+import * as Simulator from "@reprise/simulator/Simulator"
+import * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Clock, Deferred, Effect, Fiber, Layer } from "effect"
 import { createParser } from "eventsource-parser"
 import * as Fs from "node:fs"
@@ -699,7 +700,7 @@ describe("Simulator lifecycle", () => {
 // -----------------------------------------------------------------------------
 
 describe("SimulatorScript", () => {
-  const decodeError = (input: unknown) => Effect.flip(SimulatorScript.decode(input))
+  const decodeError = (input: unknown) => Effect.flip(ScriptLoader.decode(input))
 
   it.effect("an unknown step kind names the step and the kinds there are", () =>
     Effect.gen(function*() {
@@ -762,13 +763,13 @@ describe("SimulatorScript", () => {
       assert.deepStrictEqual(steps.issues, [`routes.anthropic.steps: Expected ReadonlyArray<Step>, actual "nope"`])
       const root = yield* decodeError([])
       assert.deepStrictEqual(root.issues, ["(script): Expected Script, actual []"])
-      const step = yield* Effect.flip(SimulatorScript.decodeStep({ kind: "drip", everyMs: 10, bytes: 1, events: 2 }))
+      const step = yield* Effect.flip(ScriptLoader.decodeStep({ kind: "drip", everyMs: 10, bytes: 1, events: 2 }))
       assert.deepStrictEqual(step.issues, ["(step): give either bytes or events, not both"])
     }))
 
   it.effect("invalid JSON is a Json error", () =>
     Effect.gen(function*() {
-      const error = yield* Effect.flip(SimulatorScript.parse("{ routes: }", { file: "bad.json" }))
+      const error = yield* Effect.flip(ScriptLoader.parse("{ routes: }", { file: "bad.json" }))
       assert.strictEqual(error.reason, "Json")
       assert.match(error.message, /^simulator script is not valid JSON \(bad\.json\): /)
     }))
@@ -779,7 +780,7 @@ describe("SimulatorScript", () => {
       const files = Fs.readdirSync(dir).filter((f) => f.endsWith(".json"))
       assert.isAtLeast(files.length, 5)
       for (const file of files) {
-        const loaded = yield* SimulatorScript.load(Path.join(dir, file)).pipe(Effect.provide(NodeContextLayer))
+        const loaded = yield* ScriptLoader.load(Path.join(dir, file)).pipe(Effect.provide(NodeContextLayer))
         // Loading into a simulator reads every fixture the script names.
         yield* Effect.scoped(
           Effect.gen(function*() {

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type * as SimulatorScript from "../../SimulatorScript.js"
+import type * as SimulatorScript from "../SimulatorScript.js"
 import * as Frames from "./frames.js"
 import * as Generate from "./generate.js"
 

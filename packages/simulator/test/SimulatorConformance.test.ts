@@ -5,8 +5,8 @@
  */
 import Anthropic from "@anthropic-ai/sdk"
 import { assert, describe, it } from "@effect/vitest"
-import * as Simulator from "@reprise/providers/Simulator"
-import type * as SimulatorScript from "@reprise/providers/SimulatorScript"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Effect } from "effect"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"

@@ -6,8 +6,8 @@
  * @internal
  */
 import type * as Http from "node:http"
-import type * as Simulator from "../../Simulator.js"
-import type * as SimulatorScript from "../../SimulatorScript.js"
+import type * as RecordedRequest from "../RecordedRequest.js"
+import type * as SimulatorScript from "../SimulatorScript.js"
 import * as Load from "./load.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
@@ -46,17 +46,17 @@ export const redact = (headers: Http.IncomingHttpHeaders): Record<string, string
 
 /** @internal */
 export interface Arrival {
-  readonly record: Simulator.RecordedRequest
+  readonly record: RecordedRequest.RecordedRequest
   readonly step: SimulatorScript.Step
   readonly source: Load.Source
 }
 
 /** @internal */
 export class Store {
-  private records: Array<Mutable<Simulator.RecordedRequest>> = []
-  private index = new Map<number, Mutable<Simulator.RecordedRequest>>()
+  private records: Array<Mutable<RecordedRequest.RecordedRequest>> = []
+  private index = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
   /** Exchanges not yet ended, kept even when the records are cleared, so `awaitClose` still resolves. */
-  private open = new Map<number, Mutable<Simulator.RecordedRequest>>()
+  private open = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
   private cursors = zero()
   counts = zero()
   nextId = 1
@@ -103,7 +103,7 @@ export class Store {
       this.counts = { ...this.counts, [route]: this.counts[route] + 1 }
       nth = this.counts[route]
     }
-    const record: Mutable<Simulator.RecordedRequest> = {
+    const record: Mutable<RecordedRequest.RecordedRequest> = {
       ...request,
       id,
       nth,
@@ -121,18 +121,18 @@ export class Store {
     return { record: { ...record }, step, source }
   }
 
-  close(id: number, closure: Simulator.Closure): void {
+  close(id: number, closure: RecordedRequest.Closure): void {
     const record = this.open.get(id) ?? this.index.get(id)
     if (record !== undefined) record.closed = closure
     this.open.delete(id)
   }
 
-  lookup(id: number): Simulator.RecordedRequest | undefined {
+  lookup(id: number): RecordedRequest.RecordedRequest | undefined {
     const record = this.index.get(id) ?? this.open.get(id)
     return record === undefined ? undefined : { ...record }
   }
 
-  find(route: SimulatorScript.Route, nth: number): Simulator.RecordedRequest | undefined {
+  find(route: SimulatorScript.Route, nth: number): RecordedRequest.RecordedRequest | undefined {
     const record = this.records.find((r) => r.route === route && r.nth === nth)
     return record === undefined ? undefined : { ...record }
   }
@@ -141,7 +141,7 @@ export class Store {
     return route === undefined ? routes.reduce((n, r) => n + this.counts[r], 0) : this.counts[route]
   }
 
-  snapshot(): ReadonlyArray<Simulator.RecordedRequest> {
+  snapshot(): ReadonlyArray<RecordedRequest.RecordedRequest> {
     return this.records.map((r) => ({ ...r }))
   }
 }

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type * as SimulatorScript from "../../SimulatorScript.js"
+import type * as SimulatorScript from "../SimulatorScript.js"
 
 /** @internal */
 export interface Frame {

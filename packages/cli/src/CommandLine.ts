@@ -1,0 +1,132 @@
+/**
+ * The command-line conventions reprise keeps that @effect/cli 0.77 does not, applied to the arguments before
+ * @effect/cli parses them. Which options a subcommand has, and which of them take a value, is read from the
+ * subcommand's own @effect/cli usage, so nothing here repeats the option list.
+ *
+ * - A single-value option given more than once takes its last value, as git and curl do: a wrapper script can set
+ *   a default and let the user's own flag override it. (@effect/cli rejects the second occurrence.)
+ * - A flag given more than once is the flag once.
+ * - `--name=value` is the same as `--name value`.
+ * - An option the subcommand does not have is a usage error that names it, with the nearest real option as a
+ *   suggestion. (@effect/cli takes an unknown `--flag` for the positional argument and then complains about the
+ *   argument after it.)
+ * - `--` ends the options: what follows is passed on untouched.
+ *
+ * @since 0.1.0
+ */
+import * as AutoCorrect from "@effect/cli/AutoCorrect"
+import * as CliConfig from "@effect/cli/CliConfig"
+import type * as Usage from "@effect/cli/Usage"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { UsageError } from "./ExitCode.js"
+
+/** Options @effect/cli adds to every command, and whether they take a value. */
+const builtIn: ReadonlyArray<readonly [string, boolean]> = [
+  ["--help", false],
+  ["-h", false],
+  ["--version", false],
+  ["--wizard", false],
+  ["--completions", true],
+  ["--log-level", true]
+]
+
+/**
+ * Every option name in a usage, and whether it takes a value.
+ *
+ * @since 0.1.0
+ * @category usage
+ */
+export const optionsOf = (usage: Usage.Usage): ReadonlyMap<string, boolean> => {
+  const names = new Map(builtIn)
+  const walk = (u: Usage.Usage): void => {
+    switch (u._tag) {
+      case "Named":
+        for (const name of u.names) if (name.startsWith("-")) names.set(name, Option.isSome(u.acceptedValues))
+        return
+      case "Optional":
+      case "Repeated":
+        return walk(u.usage)
+      case "Alternation":
+      case "Concat":
+        walk(u.left)
+        return walk(u.right)
+      case "Empty":
+      case "Mixed":
+        return
+    }
+  }
+  walk(usage)
+  return names
+}
+
+const nearest = (name: string, known: ReadonlyMap<string, boolean>): string | undefined => {
+  let best: readonly [string, number] | undefined
+  for (const candidate of known.keys()) {
+    if (!candidate.startsWith("--")) continue
+    const d = AutoCorrect.levensteinDistance(name, candidate, CliConfig.defaultConfig)
+    if (d <= 2 && (best === undefined || d < best[1])) best = [candidate, d]
+  }
+  return best?.[0]
+}
+
+/**
+ * Rewrites the arguments after the executable (`subcommand …`) by the rules above. Arguments of an unknown
+ * subcommand are returned as they are, for @effect/cli to report.
+ *
+ * @since 0.1.0
+ * @category normalizing
+ */
+export const normalize = (
+  usages: ReadonlyMap<string, Usage.Usage>,
+  args: ReadonlyArray<string>
+): Effect.Effect<ReadonlyArray<string>, UsageError> => {
+  const subcommand = args[0]
+  const usage = subcommand === undefined ? undefined : usages.get(subcommand)
+  if (subcommand === undefined || usage === undefined) return Effect.succeed(args)
+  const known = optionsOf(usage)
+  const values = new Map<string, string>()
+  const flags = new Set<string>()
+  const order: Array<string> = []
+  const positional: Array<string> = []
+  for (let i = 1; i < args.length; i++) {
+    const arg = args[i]!
+    if (arg === "--") {
+      positional.push(...args.slice(i))
+      break
+    }
+    if (!arg.startsWith("-") || arg === "-") {
+      positional.push(arg)
+      continue
+    }
+    const eq = arg.indexOf("=")
+    const name = eq > 0 ? arg.slice(0, eq) : arg
+    const takesValue = known.get(name)
+    if (takesValue === undefined) {
+      const suggestion = nearest(name, known)
+      return Effect.fail(
+        new UsageError({
+          detail: `unknown option '${name}' for 'reprise ${subcommand}'${
+            suggestion === undefined ? "" : ` (did you mean '${suggestion}'?)`
+          }; see 'reprise ${subcommand} --help'`
+        })
+      )
+    }
+    if (!order.includes(name)) order.push(name)
+    if (!takesValue) {
+      if (eq > 0) {
+        return Effect.fail(new UsageError({ detail: `option '${name}' takes no value, got '${arg}'` }))
+      }
+      flags.add(name)
+    } else if (eq > 0) {
+      values.set(name, arg.slice(eq + 1))
+    } else if (i + 1 < args.length) {
+      values.set(name, args[i + 1])
+      i++
+    } else {
+      return Effect.fail(new UsageError({ detail: `option '${name}' needs a value` }))
+    }
+  }
+  const options = order.flatMap((name) => flags.has(name) ? [name] : [name, values.get(name)!])
+  return Effect.succeed([subcommand, ...options, ...positional])
+}
