@@ -5,10 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
-import { nullable, optional } from "../src/internal/schema.js"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import { Either, FastCheck as fc, Schema } from "effect"
+import { nullable, optional } from "../src/internal/schema.js"
 
 const Inner = Schema.Struct({ a: Schema.optional(Schema.NullOr(Schema.Number)), b: Schema.optional(Schema.String) })
 const Fast = Schema.Struct({
