@@ -12,6 +12,7 @@ import * as Decode from "./decode.js"
 import * as E2e from "./e2e.js"
 import * as Growth from "./growth.js"
 import * as Latency from "./latency.js"
+import * as Process from "./process.js"
 import { repoRoot } from "./support/corpus.js"
 import { fmt, machine, table } from "./support/stats.js"
 
@@ -23,14 +24,18 @@ const settings = quick
     e2e: { sizeMB: 1, runs: 3, warmup: 1 },
     concurrency: { streams: 100, rounds: 1 },
     latency: { replies: 12 },
-    growth: { sizesMB: [1, 4] }
+    growth: { sizesMB: [1, 4] },
+    coldStart: { runs: 3 },
+    largeChat: { sizeMB: 2, runs: 1 }
   }
   : {
     decode: { sizeMB: 10, iterations: 5 },
     e2e: { sizeMB: 5, runs: 9, warmup: 2 },
     concurrency: { streams: 1000, rounds: 3 },
     latency: { replies: 60 },
-    growth: { sizesMB: [1, 10, 100] }
+    growth: { sizesMB: [1, 10, 100] },
+    coldStart: { runs: 11 },
+    largeChat: { sizeMB: 25, runs: 5 }
   }
 
 type Reach = "yes" | "parser" | "schema"
@@ -91,6 +96,10 @@ const main = async () => {
   Latency.print(latency)
   const growth = await step("growth", () => Growth.run(settings.growth))
   Growth.print(growth)
+  const coldStart = await step("coldStart", () => Process.coldStart(settings.coldStart))
+  Process.printColdStart(coldStart)
+  const largeChat = await step("largeChat", () => Process.largeChat(settings.largeChat))
+  Process.printLargeChat(largeChat)
 
   const targets = [
     ...decode.map((r) =>
@@ -135,6 +144,30 @@ const main = async () => {
       target: "~0 (flat)",
       value: growth.liveHeapSpreadMB,
       met: Math.abs(growth.liveHeapSpreadMB) < 5
+    },
+    {
+      figure: "6. reprise --help, wall median (ms)",
+      target: "<= 250",
+      value: coldStart.help.median,
+      met: coldStart.help.median <= 250
+    },
+    ...(coldStart.helpPeakRssMB === undefined ? [] : [{
+      figure: "6. reprise --help, peak RSS median (MB)",
+      target: "<= 100",
+      value: coldStart.helpPeakRssMB.median,
+      met: coldStart.helpPeakRssMB.median <= 100
+    }]),
+    {
+      figure: "6. reprise chat, spawn to first request, median (ms)",
+      target: "<= 300",
+      value: coldStart.chatFirstRequest.median,
+      met: coldStart.chatFirstRequest.median <= 300
+    },
+    {
+      figure: `7. reprise chat vs openai SDK script, ${settings.largeChat.sizeMB} MB, wall`,
+      target: "<= 0.8x",
+      value: largeChat.ratio,
+      met: largeChat.ratio <= 0.8
     }
   ]
   table(
@@ -164,6 +197,8 @@ const main = async () => {
     concurrency,
     latency,
     growth,
+    coldStart,
+    largeChat,
     targets
   }
   const file = Path.join(repoRoot, "bench", "results.json")
