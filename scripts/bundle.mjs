@@ -11,6 +11,23 @@ const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 const cli = Path.join(root, "packages/cli")
 const outdir = Path.join(cli, "dist/bundle")
 
+// The names of undici that @effect/platform-node reads must all be in scripts/undici-core.cjs, which stands in for
+// undici's index in the bundle (see that file).
+const undiciCore = Path.join(root, "scripts/undici-core.cjs")
+const platformNode = Path.join(root, "node_modules/@effect/platform-node/dist/esm/internal")
+const used = new Set()
+for (const file of Fs.readdirSync(platformNode).filter((f) => f.endsWith(".js"))) {
+  const text = Fs.readFileSync(Path.join(platformNode, file), "utf8")
+  if (!/from "\.\.\/Undici\.js"|from "undici"/.test(text)) continue
+  const code = text.split("\n").filter((line) => !line.startsWith("import ") && !line.startsWith("//")).join("\n")
+  for (const [, name] of code.matchAll(/\bUndici\.([A-Za-z]+)/g)) used.add(name)
+}
+const provided = Object.keys((await import(undiciCore)).default)
+const missing = [...used].filter((name) => !provided.includes(name))
+if (used.size === 0 || missing.length > 0) {
+  throw new Error(`scripts/undici-core.cjs lacks what @effect/platform-node uses: ${missing.join(", ") || "(none found)"}`)
+}
+
 Fs.rmSync(outdir, { recursive: true, force: true })
 await esbuild.build({
   entryPoints: { reprise: Path.join(cli, "dist/bin.js") },
@@ -27,5 +44,9 @@ await esbuild.build({
   chunkNames: "chunk-[hash]",
   // CommonJS dependencies (undici's internals, yaml, ini) call `require` for Node's built-ins.
   banner: { js: "import { createRequire as __repriseRequire } from \"node:module\"; const require = __repriseRequire(import.meta.url);" },
+  plugins: [{
+    name: "undici-core",
+    setup: (build) => build.onResolve({ filter: /^undici$/ }, () => ({ path: undiciCore }))
+  }],
   logLevel: "warning"
 })
