@@ -54,6 +54,17 @@ export const makeScrub = (apiKey: Redacted.Redacted<string>) => {
   return (text: string) => text.includes(secret) ? text.split(secret).join("<redacted>") : text
 }
 
+/**
+ * At most `max` characters of server text for a message, with `…` when it was cut. The text is scrubbed of the key
+ * **before** it is cut: cutting first could split the key, leaving a fragment the scrub no longer recognises.
+ *
+ * @internal
+ */
+export const excerpt = (scrub: (text: string) => string, text: string, max: number): string => {
+  const clean = scrub(text)
+  return clean.length > max ? `${clean.slice(0, max)}…` : clean
+}
+
 /** @internal */
 export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOptions.Options): Settings => {
   const maxEventSize = options.maxEventSize ?? ProviderOptions.defaultMaxEventSize
@@ -155,11 +166,11 @@ const pick = (o: Record<string, unknown>): ErrorBody => ({
 
 /**
  * OpenAI `{error: {message, type, code, param}}`, Anthropic `{type: "error", error: {type, message}}`, or a bare
- * `{message, code}`; anything else keeps at most 300 characters of the text as its message.
+ * `{message, code}`; anything else keeps at most 300 characters of the text, scrubbed of the key, as its message.
  *
  * @internal
  */
-export const parseErrorBody = (text: string): ErrorBody => {
+export const parseErrorBody = (text: string, scrub: (text: string) => string): ErrorBody => {
   const trimmed = text.trim()
   if (trimmed.length === 0) return {}
   try {
@@ -173,7 +184,7 @@ export const parseErrorBody = (text: string): ErrorBody => {
   } catch {
     // not JSON: fall through to the raw text
   }
-  return { message: trimmed.length > 300 ? `${trimmed.slice(0, 300)}…` : trimmed }
+  return { message: excerpt(scrub, trimmed, 300) }
 }
 
 const maxErrorBody = 64 * 1024
@@ -252,7 +263,7 @@ export const readFailure = (
     const status = response.status
     // Read (bounded) even for a redirect, so the connection is released; no second request follows.
     const text = yield* readErrorBody(response, settings.idleTimeout)
-    const error = parseErrorBody(text)
+    const error = parseErrorBody(text, settings.scrub)
     const headers = response.headers
     const after = yield* retryAfter(headers)
     const retry = shouldRetry(headers)

@@ -22,7 +22,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { fromBodyError, inBandError, parseErrorBody, type Settings } from "./http.js"
+import { excerpt, fromBodyError, inBandError, parseErrorBody, type Settings } from "./http.js"
 
 const tooLarge = (settings: Settings) =>
   new ProviderRejection.ProviderRejection({
@@ -70,10 +70,6 @@ export const feedLines = (
 
 const streaming = { stream: true } as const
 
-const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text)
-
-const jsonParseMessage = (error: unknown): string => error instanceof Error ? error.message : String(error)
-
 /**
  * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
  * `ProviderRejection{reason: "MalformedStream"}`. Synchronous: `JSON.parse`, then the schema's validation, per event.
@@ -87,7 +83,9 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
       new ProviderRejection.ProviderRejection({
         reason: "MalformedStream",
         detail: settings.scrub(
-          `undecodable ${event.event} event ${JSON.stringify(clip(event.data, 120))}: ${clip(reason, 300)}`
+          `undecodable ${event.event} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
+            excerpt(settings.scrub, reason, 300)
+          }`
         )
       })
     )
@@ -95,8 +93,10 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
     let json: unknown
     try {
       json = JSON.parse(event.data)
-    } catch (error) {
-      return malformed(event, jsonParseMessage(error))
+    } catch {
+      // Not the parser's own message: it quotes the input, cut at a length of its choosing, so a key in the
+      // input could survive in part. The data itself is shown above, scrubbed, then cut.
+      return malformed(event, "not valid JSON")
     }
     const result = validate(json)
     return result._tag === "Right"
@@ -234,7 +234,7 @@ const jsonInsteadOfStream = (
     return undefined
   }
   if (Predicate.isRecord(json) && (json.error !== undefined && json.error !== null)) {
-    const error = parseErrorBody(trimmed)
+    const error = parseErrorBody(trimmed, settings.scrub)
     return inBandError(settings, {
       code: error.code,
       type: error.type,
@@ -244,7 +244,7 @@ const jsonInsteadOfStream = (
   }
   return new ProviderRejection.ProviderRejection({
     reason: "MalformedStream",
-    detail: settings.scrub(`expected an event stream, got a JSON body: ${clip(trimmed, 200)}`)
+    detail: settings.scrub(`expected an event stream, got a JSON body: ${excerpt(settings.scrub, trimmed, 200)}`)
   })
 }
 
