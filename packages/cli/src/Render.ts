@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
+import * as Sanitize from "./Sanitize.js"
 
 /**
  * @since 0.1.0
@@ -75,8 +76,25 @@ export const seconds = (delay: Duration.Duration): string => `${(Duration.toMill
  * @since 0.1.0
  * @category constructors
  */
-export const make = (mode: Mode) =>
+export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) =>
   Effect.map(Output.Output, (output) => {
+    const { scrub } = sanitizer
+    // Server text in a notice: no key, no control characters.
+    const shown = (text: string) => Sanitize.escapeControls(scrub(text))
+    const json = (value: Record<string, unknown>) => output.stdout(scrub(line(value)))
+    // The live preview of the current attempt, held back where it might end in the first part of the key.
+    const preview = sanitizer.stream()
+    const flushPreview = (attempt: number) => {
+      const rest = preview.flush()
+      if (rest.length === 0) return Effect.void
+      if (mode === "json") return json({ type: "delta", attempt, text: rest })
+      if (mode === "tty") {
+        midLine = !rest.endsWith("\n")
+        return output.stdout(rest)
+      }
+      return Effect.void
+    }
+    let attempt = 0
     let discarded: { attempt: number; chars: number; error: unknown } | undefined
     let maxAttempts = 0
     // Whether the TTY cursor is mid-line after a preview.
@@ -86,49 +104,54 @@ export const make = (mode: Mode) =>
       switch (n._tag) {
         case "AttemptStarted":
           maxAttempts = n.maxAttempts
-          return mode === "json" ? output.stdout(line({ type: "attempt", attempt: n.attempt })) : Effect.void
+          attempt = n.attempt
+          preview.reset()
+          return mode === "json" ? json({ type: "attempt", attempt: n.attempt }) : Effect.void
         case "Preview": {
-          if (n.event._tag !== "TextDelta" || n.event.text.length === 0) return Effect.void
-          if (mode === "json") return output.stdout(line({ type: "delta", attempt: n.attempt, text: n.event.text }))
-          if (mode === "tty") {
-            midLine = !n.event.text.endsWith("\n")
-            return output.stdout(n.event.text)
-          }
-          return Effect.void
+          if (n.event._tag !== "TextDelta" || n.event.text.length === 0 || mode === "plain") return Effect.void
+          const text = preview.push(n.event.text)
+          if (text.length === 0) return Effect.void
+          if (mode === "json") return json({ type: "delta", attempt: n.attempt, text })
+          midLine = !text.endsWith("\n")
+          return output.stdout(text)
         }
         case "AttemptDiscarded": {
+          // What was held back belonged to the discarded preview: it is dropped with it.
+          preview.reset()
           discarded = { attempt: n.attempt, chars: n.discardedText.length, error: n.error }
           const fresh = mode === "tty" && midLine ? output.stdout("\n") : Effect.void
           midLine = false
           return mode === "json"
-            ? output.stdout(line({ type: "discard", attempt: n.attempt, discardedChars: n.discardedText.length }))
+            ? json({ type: "discard", attempt: n.attempt, discardedChars: n.discardedText.length })
             : fresh
         }
         case "RetryScheduled": {
           const d = discarded
           const notice = d === undefined ? Effect.void : output.stderr(
             `reprise: attempt ${d.attempt}/${maxAttempts} failed (${
-              shortReason(d.error)
+              shown(shortReason(d.error))
             }); discarded ${d.chars} chars; ` +
               `retrying in ${seconds(n.delay)}${n.delaySource === "retry-after" ? " (server Retry-After)" : ""}\n`
           )
-          const json = mode === "json"
-            ? output.stdout(
-              line({ type: "retry", attempt: n.nextAttempt, delay: Duration.toMillis(n.delay), source: n.delaySource })
-            )
+          const event = mode === "json"
+            ? json({ type: "retry", attempt: n.nextAttempt, delay: Duration.toMillis(n.delay), source: n.delaySource })
             : Effect.void
-          return Effect.zipRight(json, notice)
+          return Effect.zipRight(event, notice)
         }
         case "Committed":
         case "Exhausted":
         case "Failed": {
-          const fresh = mode === "tty" && midLine ? output.stdout("\n") : Effect.void
-          midLine = false
+          const held = flushPreview(attempt)
+          const fresh = Effect.suspend(() => mode === "tty" && midLine ? output.stdout("\n") : Effect.void).pipe(
+            Effect.tap(() => {
+              midLine = false
+            })
+          )
           // A discarded preview on a TTY cannot be taken back: say plainly that it was not the answer.
           return n._tag === "Failed" || n._tag === "Exhausted" || discarded === undefined || mode !== "tty"
-            ? fresh
+            ? Effect.zipRight(held, fresh)
             : Effect.zipRight(
-              fresh,
+              Effect.zipRight(held, fresh),
               output.stderr(
                 `reprise: attempt ${
                   discarded.attempt + 1
@@ -143,47 +166,48 @@ export const make = (mode: Mode) =>
       notifications: { notify } satisfies RecoveryNotifications.Service,
       toolCall: (call: Message.ToolCall) =>
         mode === "json"
-          ? output.stdout(line({ type: "tool_call", id: call.id, name: call.name, arguments: call.arguments }))
+          ? json({ type: "tool_call", id: call.id, name: call.name, arguments: sanitizer.scrubJson(call.arguments) })
           : mode === "tty"
-          ? output.stderr(`reprise: tool ${call.name}(${JSON.stringify(call.arguments)})\n`)
+          ? output.stderr(`reprise: tool ${shown(call.name)}(${shown(JSON.stringify(call.arguments))})\n`)
           : Effect.void,
       toolResult: (result: Message.ToolResultMessage) =>
         mode === "json"
-          ? output.stdout(line({
+          ? json({
             type: "tool_result",
             id: result.toolCallId,
             name: result.name,
             content: result.content,
             isError: result.isError
-          }))
+          })
           : Effect.void,
       commit: (reply: Generation.Reply, final: boolean) => {
         discarded = undefined
         if (mode === "json") {
-          return output.stdout(line({
+          return json({
             type: "commit",
             text: reply.text,
             finishReason: reply.finishReason,
             attempts: reply.attempts,
             toolCalls: reply.toolCalls.length
-          }))
+          })
         }
         const incomplete = final && reply.incomplete
-          ? output.stderr(`reprise: the reply is incomplete (finish reason ${reply.providerFinishReason})\n`)
+          ? output.stderr(`reprise: the reply is incomplete (finish reason ${shown(reply.providerFinishReason)})\n`)
           : Effect.void
-        if (mode === "plain") return final ? Effect.zipRight(output.stdout(reply.text + "\n"), incomplete) : Effect.void
+        if (mode === "plain") {
+          return final ? Effect.zipRight(output.stdout(scrub(reply.text) + "\n"), incomplete) : Effect.void
+        }
         return incomplete
       },
       error: (error: unknown, debug: boolean) => {
         const outcome = ExitCode.classify(error)
         const detail = debug && error instanceof Error && error.stack !== undefined ? `\n${error.stack}` : ""
+        const message = shown(outcome.message)
         return Effect.zipRight(
           mode === "json"
-            ? output.stdout(
-              line({ type: "error", class: outcome.class, message: outcome.message, exitCode: outcome.exitCode })
-            )
+            ? json({ type: "error", class: outcome.class, message, exitCode: outcome.exitCode })
             : Effect.void,
-          output.stderr(`reprise: error [${outcome.class}]: ${outcome.message}${detail}\n`)
+          output.stderr(`reprise: error [${outcome.class}]: ${message}${scrub(detail)}\n`)
         ).pipe(Effect.as(outcome.exitCode))
       }
     }

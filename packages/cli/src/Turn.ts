@@ -24,6 +24,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Output from "./Output.js"
 import * as Render from "./Render.js"
+import * as Sanitize from "./Sanitize.js"
 import type * as Settings from "./Settings.js"
 
 /**
@@ -54,7 +55,8 @@ export const providerLayer = (settings: Settings.Settings) =>
 export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.Message>, prompt: string) =>
   Effect.gen(function*() {
     const output = yield* Output.Output
-    const render = yield* Render.make(Render.mode(settings.json, output.isTTY))
+    const sanitizer = Sanitize.make(settings.apiKey)
+    const render = yield* Render.make(Render.mode(settings.json, output.isTTY), sanitizer)
     const user = Message.user(prompt)
     // the tools of an interrupted turn are not run again: their calls get error results, sent before the prompt
     const opening: Array<Message.Message> = [...Chat.interruptedToolResults(history), user]
@@ -62,7 +64,8 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
     const persist = (messages: ReadonlyArray<Message.Message>) =>
       Option.match(settings.session, {
         onNone: () => Effect.void,
-        onSome: (path) => Transcript.append(path, messages)
+        // the session file is written by reprise: no part of the key in it, whatever the model sent back
+        onSome: (path) => Transcript.append(path, messages.map(sanitizer.message))
       })
     const onCommit = (commit: Chat.Commit) =>
       Effect.gen(function*() {

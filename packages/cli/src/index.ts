@@ -27,3 +27,18 @@ export * as Settings from "./Settings.js"
  * @since 0.1.0
  */
 export * as Turn from "./Turn.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as CommandLine from "./CommandLine.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Run from "./Run.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Sanitize from "./Sanitize.js"

@@ -1,0 +1,113 @@
+/**
+ * What the real `reprise` binary writes, against a hostile server (the loopback simulator): no part of the key in
+ * stdout, stderr, `--json` events or the session file, whatever the model sends back (the key as a tool name, in
+ * tool arguments and ids, in text split over deltas); server text in notices and errors with its control
+ * characters escaped.
+ */
+import { assert, layer } from "@effect/vitest"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
+import { Duration, Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { run } from "./utils/spawn.js"
+
+const KEY = "sk-proj-" +
+  Array.from({ length: 156 }, (_, i) => "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"[(i * 13 + 5) % 57])
+    .join("")
+const env = { OPENAI_API_KEY: KEY }
+const grams = new Set(Array.from({ length: KEY.length - 15 }, (_, i) => KEY.slice(i + 8, i + 16)))
+const leak = (text: string) =>
+  Array.from({ length: Math.max(0, text.length - 7) }, (_, i) => text.slice(i, i + 8)).find((g) => grams.has(g))
+
+const setup = (route: SimulatorScript.RouteScript) =>
+  Effect.gen(function*() {
+    const sim = yield* Simulator.Simulator
+    yield* sim.setScript({ routes: { "openai-chat": route } })
+    return { base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
+  })
+
+const args = (base: string, ...extra: ReadonlyArray<string>) => [
+  "chat",
+  "--base-url",
+  base,
+  "--model",
+  "m",
+  "--backoff-base",
+  "5",
+  "--backoff-max",
+  "10",
+  ...extra
+]
+
+layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(30) })("reprise hardening", (it) => {
+  it.effect("a key sent back by the model reaches no event, notice or session line", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({
+        steps: [
+          {
+            kind: "stream",
+            reply: {
+              text: `calling with ${KEY}`,
+              deltaSize: 7,
+              toolCalls: [
+                { id: `call_${KEY}`, name: "append_file", arguments: { path: "k.txt", line: `x ${KEY}` } },
+                { id: "call_2", name: KEY, arguments: { value: KEY } }
+              ]
+            }
+          },
+          // the reply after the tool results is cut once: its discarded preview held the key too
+          { kind: "eof", afterEvents: 30, reply: { text: `the key is ${KEY}, the end`, deltaSize: 5 } },
+          { kind: "stream", reply: { text: `the key is ${KEY}, the end`, deltaSize: 5 } }
+        ]
+      })
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-hardening-"))
+      const session = path.join(dir, "s.jsonl")
+      const json = yield* run(
+        args(base, "--json", "--session", session, "--tools", "append_file", "--workspace", dir, "go"),
+        env
+      )
+      assert.strictEqual(json.code, 0, json.stderr)
+      assert.strictEqual(yield* count, 3)
+      const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l))
+      assert.includeMembers(events.map((e) => e.type), ["tool_call", "tool_result", "discard", "commit", "delta"])
+      const written = { stdout: json.stdout, stderr: json.stderr, session: fs.readFileSync(session, "utf8") }
+      for (const [where, text] of Object.entries(written)) {
+        assert.isUndefined(leak(text), `a piece of the key reached ${where}`)
+      }
+      assert.include(written.session, "<redacted>")
+      assert.strictEqual(events.at(-1).text, "the key is <redacted>, the end")
+      // the deltas of the committed attempt still add up to its text
+      const last = events.filter((e) => e.type === "delta" && e.attempt === events.at(-1).attempts)
+      assert.strictEqual(last.map((e) => e.text).join(""), "the key is <redacted>, the end")
+
+      // plain output: only the answer, scrubbed
+      yield* setup({ steps: [{ kind: "stream", reply: { text: `plain ${KEY}`, deltaSize: 3 } }] })
+      const plain = yield* run(args(base, "go"), env)
+      assert.strictEqual(plain.code, 0)
+      assert.strictEqual(plain.stdout, "plain <redacted>\n")
+    }))
+
+  it.effect("control characters in server text are escaped in notices and errors", () =>
+    Effect.gen(function*() {
+      const hostile = "busy\u001b]0;pwned\u0007\nreprise: error [Forged]: all good\u009b2J"
+      const steps: ReadonlyArray<SimulatorScript.Step> = [
+        { kind: "status", status: 503, error: { type: "server_error", message: hostile } },
+        { kind: "status", status: 400, error: { type: "invalid_request_error", message: hostile } }
+      ]
+      for (const extra of [[], ["--json"]]) {
+        const { base } = yield* setup({ steps })
+        const result = yield* run(args(base, ...extra, "go"), env)
+        assert.strictEqual(result.code, 1, result.stderr)
+        for (const c of ["\u001b", "\u0007", "\u009b"]) assert.notInclude(result.stderr + result.stdout, c)
+        const lines = result.stderr.trim().split("\n")
+        assert.strictEqual(lines.length, 2, JSON.stringify(result.stderr))
+        assert.match(lines[0]!, /^reprise: attempt 1\/11 failed \(HTTP 503\); discarded 0 chars; retrying in/)
+        assert.match(
+          lines[1]!,
+          /^reprise: error \[ProviderRejection\.\w+\]: .*busy\\x1b\]0;pwned\\x07\\nreprise: error/
+        )
+      }
+    }))
+})
