@@ -8,6 +8,7 @@ import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -109,5 +110,62 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           /^reprise: error \[ProviderRejection\.\w+\]: .*busy\\x1b\]0;pwned\\x07\\nreprise: error/
         )
       }
+    }))
+
+  it.effect("a torn last line in the session is left out once, with a notice, and removed by the next append", () =>
+    Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      const { base } = yield* setup({ steps: [{ kind: "stream", reply: { text: "second answer" } }] })
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-torn-"))
+      const session = path.join(dir, "s.jsonl")
+      const committed = [
+        JSON.stringify({ role: "user", text: "first question" }),
+        JSON.stringify({ role: "assistant", text: "first answer", toolCalls: [] })
+      ]
+      // a full disk or kill -9 in the middle of an append
+      fs.writeFileSync(session, committed.join("\n") + "\n" + `{"role":"user","text":"a prompt whose tu`)
+      const first = yield* run(args(base, "--session", session, "again"), env)
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(first.stdout, "second answer\n")
+      assert.match(first.stderr, /s\.jsonl:3: left out a torn last line \(40 bytes/)
+      const [request] = yield* sim.requestsTo("openai-chat")
+      assert.deepStrictEqual(
+        (request!.body as any).messages.map((m: any) => m.content),
+        ["first question", "first answer", "again"]
+      )
+      const lines = fs.readFileSync(session, "utf8").split("\n")
+      assert.strictEqual(lines.at(-1), "", "the file ends with a newline")
+      assert.deepStrictEqual(lines.slice(0, -1).map((l) => JSON.parse(l).text), [
+        "first question",
+        "first answer",
+        "again",
+        "second answer"
+      ])
+      // nothing torn any more: no notice
+      yield* setup({ steps: [{ kind: "stream", reply: { text: "third" } }] })
+      const second = yield* run(args(base, "--session", session, "once more"), env)
+      assert.strictEqual(second.code, 0)
+      assert.strictEqual(second.stderr, "")
+    }))
+
+  it.effect("a session that cannot be written is refused before anything is sent", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "never" } }] })
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-unwritable-"))
+      const fifo = path.join(dir, "fifo")
+      const made = spawnSync("mkfifo", [fifo])
+      assert.strictEqual(made.status, 0)
+      const cases: ReadonlyArray<readonly [string, RegExp]> = [
+        [path.join(dir, "missing/dir/s.jsonl"), /missing\/dir\/s\.jsonl: cannot append to the transcript \(NotFound\)/],
+        [dir, /cannot read the transcript \(not a regular file \(Directory\)\)/],
+        [fifo, /fifo: cannot read the transcript \(not a regular file \(FIFO\)\)/],
+        ["/dev/zero", /\/dev\/zero: cannot read the transcript \(not a regular file \(CharacterDevice\)\)/]
+      ]
+      for (const [session, pattern] of cases) {
+        const result = yield* run(args(base, "--session", session, "go"), env)
+        assert.strictEqual(result.code, 2, `${session}: ${result.stderr}`)
+        assert.match(result.stderr, pattern)
+      }
+      assert.strictEqual(yield* count, 0)
     }))
 })

@@ -11,16 +11,34 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { Exit } from "./ExitCode.js"
+import * as Output from "./Output.js"
 import * as Repl from "./Repl.js"
 import * as Settings from "./Settings.js"
 import * as Turn from "./Turn.js"
+
+/**
+ * Reads the session and checks that it can be appended to, before anything is sent (and paid for). A torn last
+ * line, a write that never completed, is left out with one notice on stderr; the next append removes it.
+ */
+const openSession = (path: string) =>
+  Effect.gen(function*() {
+    const contents = yield* Transcript.read(path)
+    yield* Transcript.checkWritable(path)
+    if (contents.torn !== undefined) {
+      yield* Output.stderr(
+        `reprise: ${path}:${contents.torn.line}: left out a torn last line (${contents.torn.bytes} bytes, an ` +
+          `append that never completed; it was not committed)\n`
+      )
+    }
+    return contents.messages
+  })
 
 const withSession = <A, E, R>(
   settings: Settings.Settings,
   f: (history: ReadonlyArray<Message.Message>) => Effect.Effect<A, E, R>
 ) =>
   Effect.flatMap(
-    Option.match(settings.session, { onNone: () => Effect.succeed([]), onSome: Transcript.load }),
+    Option.match(settings.session, { onNone: () => Effect.succeed([]), onSome: openSession }),
     (history) =>
       f(history).pipe(
         Effect.provide(Layer.merge(

@@ -4,8 +4,8 @@
  *
  * The file is append-only. {@link load} only reads it: a missing file is an empty transcript, and a line that is not
  * a message fails with a {@link TranscriptError} naming the file and the 1-based line, leaving the file untouched.
- * {@link append} only appends whole lines (one write per call, opened with `O_APPEND`); nothing here rewrites or
- * truncates a file. Only committed messages are written (`Chat.step` reports them; see `Chat.persistTo`), so a
+ * {@link append} only appends whole lines (one write per call, opened with `O_APPEND`, flushed with `fsync`); the
+ * one thing it removes is a torn last line, a write that never completed (see {@link Contents}). Only committed messages are written (`Chat.step` reports them; see `Chat.persistTo`), so a
  * partial preview never reaches the file.
  *
  * Plain functions over `@effect/platform`'s `FileSystem` rather than a service: a transcript is a file, and the
@@ -91,16 +91,29 @@ export const decodeLine = (line: string): Either.Either<Message.Message, string>
   )
 
 /**
- * Decodes the text of a transcript file. Empty (or blank) lines are skipped; a final line without its newline is
- * read like any other.
+ * What was read from a transcript file.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Contents {
+  readonly messages: ReadonlyArray<Message.Message>
+  /**
+   * A last line without its newline that is not a message: a write torn by a full disk or a killed process. It was
+   * never acknowledged as committed, so it is not part of the transcript; the next {@link append} removes it.
+   */
+  readonly torn: { readonly line: number; readonly bytes: number } | undefined
+}
+
+/**
+ * Decodes the text of a transcript file. Empty (or blank) lines are skipped. A last line without its newline is a
+ * message if it decodes as one (a hand edit that lost the final newline), else a torn write ({@link Contents.torn});
+ * a line that is not a message anywhere else is `Corrupt`.
  *
  * @since 0.1.0
  * @category encoding
  */
-export const decode = (
-  path: string,
-  text: string
-): Either.Either<ReadonlyArray<Message.Message>, TranscriptError> => {
+export const decodeContents = (path: string, text: string): Either.Either<Contents, TranscriptError> => {
   const messages: Array<Message.Message> = []
   const lines = text.split("\n")
   for (let i = 0; i < lines.length; i++) {
@@ -108,25 +121,45 @@ export const decode = (
     if (line.trim().length === 0) continue
     const decoded = decodeLine(line)
     if (Either.isLeft(decoded)) {
+      // only the very last line can lack its newline, and only a write in progress leaves one that way
+      if (i === lines.length - 1) {
+        return Either.right({ messages, torn: { line: i + 1, bytes: new TextEncoder().encode(lines[i]).length } })
+      }
       return Either.left(new TranscriptError({ reason: "Corrupt", path, line: i + 1, detail: decoded.left }))
     }
     messages.push(decoded.right)
   }
-  return Either.right(messages)
+  return Either.right({ messages, torn: undefined })
 }
 
 /**
- * Reads a transcript to resume it. A missing file is an empty transcript; a corrupt line fails with its line number.
- * The file is only read.
+ * {@link decodeContents} without the torn tail.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const decode = (
+  path: string,
+  text: string
+): Either.Either<ReadonlyArray<Message.Message>, TranscriptError> =>
+  Either.map(decodeContents(path, text), (contents) => contents.messages)
+
+const notRegular = (path: string, type: string) =>
+  new TranscriptError({ reason: "Read", path, detail: `not a regular file (${type})` })
+
+/**
+ * Reads a transcript to resume it, with what {@link decodeContents} says of its last line. A missing file is an
+ * empty transcript; a file that is not a regular file (a device, a FIFO, a directory) is refused before it is read;
+ * a corrupt line fails with its line number. The file is only read.
  *
  * @since 0.1.0
  * @category files
  */
-export const load = (
-  path: string
-): Effect.Effect<ReadonlyArray<Message.Message>, TranscriptError, FileSystem.FileSystem> =>
+export const read = (path: string): Effect.Effect<Contents, TranscriptError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(path).pipe(Effect.option)
+    if (info._tag === "Some" && info.value.type !== "File") return yield* notRegular(path, info.value.type)
     const text = yield* fs.readFileString(path).pipe(
       Effect.catchIf(
         (error) => error._tag === "SystemError" && error.reason === "NotFound",
@@ -134,31 +167,75 @@ export const load = (
       ),
       Effect.mapError((cause) => new TranscriptError({ reason: "Read", path, detail: describeCause(cause), cause }))
     )
-    return yield* decode(path, text)
+    return yield* decodeContents(path, text)
   })
 
 /**
- * Whether a non-empty file lacks its final newline (so that a new line must not be glued onto the last one).
+ * Reads a transcript to resume it: {@link read}'s messages (a torn last line is left out).
+ *
+ * @since 0.1.0
+ * @category files
  */
-const endsWithoutNewline = (fs: FileSystem.FileSystem, path: string) =>
+export const load = (
+  path: string
+): Effect.Effect<ReadonlyArray<Message.Message>, TranscriptError, FileSystem.FileSystem> =>
+  Effect.map(read(path), (contents) => contents.messages)
+
+/**
+ * Checks, before anything is paid for, that messages could be appended to `path`: it is a regular file or does not
+ * exist yet, and it can be opened for appending (the directory exists, the permissions allow it). Creates the file
+ * when it is missing, empty, as the first append would.
+ *
+ * @since 0.1.0
+ * @category files
+ */
+export const checkWritable = (path: string): Effect.Effect<void, TranscriptError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* fs.stat(path).pipe(Effect.option)
+    if (info._tag === "Some" && info.value.type !== "File") {
+      return yield* new TranscriptError({ reason: "Write", path, detail: `not a regular file (${info.value.type})` })
+    }
+    yield* Effect.scoped(fs.open(path, { flag: "a" })).pipe(
+      Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describeCause(cause), cause }))
+    )
+  })
+
+/**
+ * Where the file's last line starts when the file does not end with a newline (its byte offset), else undefined.
+ */
+const unfinishedTail = (fs: FileSystem.FileSystem, path: string) =>
   Effect.scoped(Effect.gen(function*() {
     const info = yield* fs.stat(path)
-    if (info.size === BigInt(0)) return false
+    if (info.size === BigInt(0)) return undefined
     const file = yield* fs.open(path, { flag: "r" })
-    yield* file.seek(info.size - BigInt(1), "start")
-    const last = new Uint8Array(1)
-    yield* file.read(last)
-    return last[0] !== 0x0a
+    const block = BigInt(64 * 1024)
+    let end: bigint = info.size
+    let last = true
+    while (end > BigInt(0)) {
+      const start = end > block ? end - block : BigInt(0)
+      const bytes = new Uint8Array(Number(end - start))
+      yield* file.seek(start, "start")
+      yield* file.read(bytes)
+      if (last && bytes[bytes.length - 1] === 0x0a) return undefined
+      last = false
+      const newline = bytes.lastIndexOf(0x0a)
+      if (newline !== -1) return { from: start + BigInt(newline + 1), size: info.size }
+      end = start
+    }
+    return { from: BigInt(0), size: info.size }
   })).pipe(
     Effect.catchIf(
       (error) => error._tag === "SystemError" && error.reason === "NotFound",
-      () => Effect.succeed(false)
+      () => Effect.succeed(undefined)
     )
   )
 
 /**
- * Appends messages, one line each, creating the file if needed. Existing lines are never rewritten; if the file
- * does not end with a newline (a hand edit), one is written first so the new line stands on its own.
+ * Appends messages, one line each, creating the file if needed, in one write that is flushed to the disk before it
+ * returns. Earlier lines are never rewritten. If the file does not end with a newline, its last line is either a
+ * message (a hand edit that lost the newline: a newline is written first) or a torn write, which is removed first:
+ * it was never acknowledged (see {@link Contents.torn}).
  *
  * @since 0.1.0
  * @category files
@@ -170,9 +247,27 @@ export const append = (
   messages.length === 0 ? Effect.void : Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const lines = messages.map((message) => `${encodeLine(message)}\n`).join("")
-    const separator = (yield* endsWithoutNewline(fs, path)) ? "\n" : ""
-    // A commit is written whole or not at all: an interrupted write must not leave half a line behind.
-    yield* Effect.uninterruptible(fs.writeFileString(path, separator + lines, { flag: "a" }))
+    // A commit is written whole or not at all: an interrupted append must not leave half a line behind.
+    yield* Effect.uninterruptible(Effect.gen(function*() {
+      const tail = yield* unfinishedTail(fs, path)
+      let separator = ""
+      if (tail !== undefined) {
+        const text = yield* Effect.scoped(Effect.gen(function*() {
+          const file = yield* fs.open(path, { flag: "r" })
+          const bytes = new Uint8Array(Number(tail.size - tail.from))
+          yield* file.seek(tail.from, "start")
+          yield* file.read(bytes)
+          return new TextDecoder().decode(bytes)
+        }))
+        if (Either.isRight(decodeLine(text.endsWith("\r") ? text.slice(0, -1) : text))) separator = "\n"
+        else yield* fs.truncate(path, tail.from)
+      }
+      yield* Effect.scoped(Effect.gen(function*() {
+        const file = yield* fs.open(path, { flag: "a" })
+        yield* file.writeAll(new TextEncoder().encode(separator + lines))
+        yield* file.sync
+      }))
+    }))
   }).pipe(
     Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describeCause(cause), cause }))
   )

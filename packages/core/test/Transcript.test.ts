@@ -1,7 +1,7 @@
 import { FileSystem, Path } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import * as Message from "../src/Message.js"
 import * as Transcript from "../src/Transcript.js"
 
@@ -99,4 +99,28 @@ describe("Transcript", () => {
       const write = yield* Effect.flip(Transcript.append(`${dir}/no/such/dir/s.jsonl`, [messages[0]]))
       assert.strictEqual(write.reason, "Write")
     }).pipe(Effect.provide(NodeContext.layer)))
+
+  it("a last line without its newline is a message if it decodes, else a torn write; elsewhere it is corrupt", () => {
+    const user = JSON.stringify({ role: "user", text: "hi" })
+    const kept = Transcript.decodeContents("s", `${user}\n${user}`)
+    assert.deepStrictEqual(kept, Either.right({ messages: [Message.user("hi"), Message.user("hi")], torn: undefined }))
+    const torn = Transcript.decodeContents("s", `${user}\n{"role":"us`)
+    assert.deepStrictEqual(torn, Either.right({ messages: [Message.user("hi")], torn: { line: 2, bytes: 11 } }))
+    const corrupt = Transcript.decodeContents("s", `{"role":"us\n${user}\n`)
+    assert.isTrue(Either.isLeft(corrupt) && corrupt.left.reason === "Corrupt" && corrupt.left.line === 1)
+  })
+
+  it.effect("append removes a torn tail before it writes, and keeps a message that only lost its newline", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const file = `${dir}/s.jsonl`
+      const user = JSON.stringify({ role: "user", text: "hi" })
+      yield* fs.writeFileString(file, `${user}\n{"role":"assis`)
+      yield* Transcript.append(file, [Message.user("next")])
+      assert.strictEqual(yield* fs.readFileString(file), `${user}\n${JSON.stringify({ role: "user", text: "next" })}\n`)
+      yield* fs.writeFileString(file, user)
+      yield* Transcript.append(file, [Message.user("next")])
+      assert.deepStrictEqual(yield* Transcript.load(file), [Message.user("hi"), Message.user("next")])
+    }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
 })
