@@ -8,11 +8,11 @@ import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { run } from "./utils/spawn.js"
+import { repoRoot, run } from "./utils/spawn.js"
 
 const KEY = "sk-proj-" +
   Array.from({ length: 156 }, (_, i) => "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"[(i * 13 + 5) % 57])
@@ -167,5 +167,42 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.match(result.stderr, pattern)
       }
       assert.strictEqual(yield* count, 0)
+    }))
+
+  it.effect("a reader that goes away (| head) stops the binary quietly with 141, chat and simulate alike", () =>
+    Effect.gen(function*() {
+      const { base } = yield* setup({ steps: [{ kind: "stream", reply: { text: "word ".repeat(20_000) } }] })
+      const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
+      const closedEarly = (argv: ReadonlyArray<string>, afterFirstLine: (line: string) => Promise<unknown> | void) =>
+        Effect.promise(() =>
+          new Promise<{ code: number | null; stderr: string }>((resolve) => {
+            const child = spawn(process.execPath, [bin, ...argv], { env: { ...process.env, ...env } })
+            let stderr = ""
+            child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+            let seen = false
+            child.stdout.on("data", (d: Buffer) => {
+              if (seen) return
+              seen = true
+              child.stdout.destroy()
+              void afterFirstLine(d.toString("utf8").split("\n")[0]!)
+            })
+            const timer = setTimeout(() => child.kill("SIGKILL"), 20_000)
+            child.on("close", (code) => {
+              clearTimeout(timer)
+              resolve({ code, stderr })
+            })
+          })
+        )
+      // chat: the reader closes after the first chunk of a long answer (--json streams it as events)
+      const chat = yield* closedEarly(args(base, "--json", "go"), () => undefined)
+      assert.strictEqual(chat.code, 141, chat.stderr)
+      assert.strictEqual(chat.stderr, "")
+      // simulate: the reader closes after the first line; the next request's log line finds no reader
+      const simulate = yield* closedEarly(["simulate"], async (line) => {
+        const url = line.replace("reprise simulator listening on ", "")
+        await fetch(`${url}/v1/chat/completions`, { method: "POST", body: "{}" }).then((r) => r.text()).catch(() => "")
+      })
+      assert.strictEqual(simulate.code, 141, simulate.stderr)
+      assert.strictEqual(simulate.stderr, "")
     }))
 })

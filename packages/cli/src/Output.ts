@@ -33,16 +33,37 @@ const write = (stream: NodeJS.WriteStream) => (text: string): Effect.Effect<void
   })
 
 /**
- * The process's own stdout and stderr.
+ * The exit code of a process whose reader went away (`reprise chat … | head -c 10`): 128 + SIGPIPE, what a shell
+ * reports for a program that a closed pipe stopped.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const brokenPipeExitCode = 141
+
+const onBrokenPipe = (error: NodeJS.ErrnoException) => {
+  // The reader is gone, so nothing more can be said to it: stop at once, quietly, as Unix tools do.
+  if (error.code === "EPIPE") process.exit(brokenPipeExitCode)
+  throw error
+}
+
+/**
+ * The process's own stdout and stderr. When the reader of either goes away (a closed pipe), the process stops at
+ * once with {@link brokenPipeExitCode}, printing nothing, instead of failing with Node's EPIPE stack.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerProcess: Layer.Layer<Output> = Layer.sync(Output, () => ({
-  stdout: write(process.stdout),
-  stderr: write(process.stderr),
-  isTTY: process.stdout.isTTY === true
-}))
+export const layerProcess: Layer.Layer<Output> = Layer.sync(Output, () => {
+  for (const stream of [process.stdout, process.stderr]) {
+    if (!stream.listeners("error").includes(onBrokenPipe)) stream.on("error", onBrokenPipe)
+  }
+  return {
+    stdout: write(process.stdout),
+    stderr: write(process.stderr),
+    isTTY: process.stdout.isTTY === true
+  }
+})
 
 /**
  * Collects output in memory.
