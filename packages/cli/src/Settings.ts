@@ -118,6 +118,9 @@ const fail = (detail: string) => Effect.fail(new UsageError({ detail }))
 
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 
+/** Visible ASCII only: what an API key is made of, and what a header value can carry unchanged. */
+const headerSafe = /^[\x21-\x7e]+$/
+
 /**
  * Checks ranges, resolves the base URL and the key, and returns the settings of a turn. The key is read with
  * `Config.redacted`: a missing key is a usage error whatever the base URL, and the key is never printed.
@@ -134,6 +137,9 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
     if (parsed.maxAttempts < 1) return yield* fail(`--max-attempts must be at least 1, got ${parsed.maxAttempts}`)
     if (!(parsed.deadline > 0) || !Number.isFinite(parsed.deadline)) {
       return yield* fail(`--deadline must be a positive number of seconds, got ${parsed.deadline}`)
+    }
+    if (Math.round(parsed.deadline * 1000) < 1) {
+      return yield* fail(`--deadline must be at least 0.001 seconds (1 ms), got ${parsed.deadline}`)
     }
     if (parsed.backoffBase < 0) return yield* fail(`--backoff-base must be >= 0 ms, got ${parsed.backoffBase}`)
     if (parsed.backoffMax < parsed.backoffBase) {
@@ -171,6 +177,14 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       )
     )
     if (Redacted.value(apiKey).trim() === "") return yield* fail(`missing API key: ${keyVariable} is empty`)
+    // A key is sent in an HTTP header: a character that cannot go there (a trailing \r from a CRLF .env file, a
+    // newline, a non-ASCII letter) would fail every send as a "connection reset". Name the variable, never the key.
+    if (!headerSafe.test(Redacted.value(apiKey))) {
+      return yield* fail(
+        `${keyVariable} holds a character that cannot be sent in an HTTP header (a control character such as a ` +
+          `trailing \\r from a CRLF .env file, a space, or a non-ASCII character)`
+      )
+    }
     const tools = Option.match(parsed.tools, {
       onNone: () => [],
       onSome: (list) => list.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
