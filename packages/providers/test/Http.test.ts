@@ -257,6 +257,22 @@ for (const subject of subjects) {
           assert.deepStrictEqual(waits, [1500, 7000, 30_000, 0])
         })))
 
+    it.effect("an invalid Retry-After (-1, a signed number, words, an ISO date) is ignored, not read as a date", () =>
+      withServer((_req, res, i) => {
+        const values = ["-1", "+5", "soon", "1e3", "2025-01-01T00:01:00Z"]
+        res.writeHead(429, { "content-type": "application/json", "retry-after": values[i]! })
+        res.end(subject.errorBody("rate_limit_error", "slow down", "rate_limit_exceeded"))
+      }, (s) =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2025-01-01T00:00:00Z"))
+          const p = yield* provider(subject, s.url)
+          for (let i = 0; i < 5; i++) {
+            const error = failureOf((yield* run(p)).result)
+            assert.strictEqual(error._tag, "TransportError")
+            assert.isUndefined(error.retryAfter, `value ${i}`)
+          }
+        })))
+
     for (const status of [301, 302, 303, 307, 308]) {
       it.effect(`HTTP ${status} is refused with exactly one request`, () =>
         withServer((_req, res, i) => {

@@ -206,6 +206,8 @@ const header = (headers: Headers.Headers, name: string): string | undefined => {
   return typeof value === "string" && value.length > 0 ? value : undefined
 }
 
+const httpDate = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /
+
 /**
  * `retry-after-ms` (milliseconds) wins over `Retry-After` (seconds, or an HTTP-date relative to
  * `Clock.currentTimeMillis`). A date in the past is a zero wait; an unparsable value is ignored.
@@ -219,6 +221,9 @@ export const retryAfter = (headers: Headers.Headers): Effect.Effect<Duration.Dur
     const value = header(headers, "retry-after")?.trim()
     if (value === undefined) return undefined
     if (/^\d+(\.\d+)?$/.test(value)) return Duration.millis(Number(value) * 1000)
+    // Anything else must be an HTTP-date (IMF-fixdate, RFC 850 or asctime: all start with the day's name), not
+    // whatever Date.parse makes of it ("-1" is a date in 2001 to V8): an invalid value is ignored.
+    if (!httpDate.test(value)) return undefined
     const at = Date.parse(value)
     if (Number.isNaN(at)) return undefined
     const now = yield* Clock.currentTimeMillis
