@@ -136,7 +136,8 @@ export const fromHttpStatus = (input: HttpFailureInput): ProviderFailure => {
   }
   const rejection = (reason: ProviderRejection.Reason) =>
     new ProviderRejection.ProviderRejection({ reason, ...common, ...optional("location", input.location) })
-  if (input.status >= 300 && input.status < 400) return rejection("RedirectRefused")
+  // 304 Not Modified sends the client nowhere: it is an unexpected status, not a redirect
+  if (input.status >= 300 && input.status < 400 && input.status !== 304) return rejection("RedirectRefused")
   const byCode = rejectionFromCode(input.code, input.type, input.detail)
   if (byCode !== undefined) return rejection(byCode)
   if (input.status === 402) return rejection("Quota")

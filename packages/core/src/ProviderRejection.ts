@@ -28,7 +28,8 @@ export type TypeId = typeof TypeId
  * - `Quota`: 402 or `insufficient_quota`, even when sent with a 429.
  * - `ContextOverflow`: the prompt does not fit the model's context (`context_length_exceeded`, "prompt is too
  *   long", 413).
- * - `RedirectRefused`: a 3xx inside a recovery scope; no second request is made.
+ * - `RedirectRefused`: a 3xx inside a recovery scope (304 Not Modified is not a redirect: `OtherStatus`); no
+ *   second request is made.
  * - `MalformedStream`: an event that could not be decoded, or one over the size bound.
  * - `OtherStatus`: any other status that is not on the replay allowlist (501, 505, …).
  *

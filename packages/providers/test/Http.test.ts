@@ -273,6 +273,20 @@ for (const subject of subjects) {
           }
         })))
 
+    it.effect("HTTP 304 is not a redirect: a permanent OtherStatus, with one request", () =>
+      withServer((_req, res) => {
+        res.writeHead(304)
+        res.end()
+      }, (s) =>
+        Effect.gen(function*() {
+          const error = failureOf((yield* run(yield* provider(subject, s.url))).result)
+          assert.strictEqual(error._tag, "ProviderRejection")
+          assert.strictEqual(error.reason, "OtherStatus")
+          assert.strictEqual(error.status, 304)
+          assert.strictEqual(Classification.classify(error)._tag, "Permanent")
+          assert.strictEqual(s.received.length, 1)
+        })))
+
     for (const status of [301, 302, 303, 307, 308]) {
       it.effect(`HTTP ${status} is refused with exactly one request`, () =>
         withServer((_req, res, i) => {

@@ -275,7 +275,8 @@ export const readFailure = (
     const rawId = requestId(headers)
     const id = rawId === undefined ? undefined : settings.scrub(rawId)
     const location = header(headers, "location")
-    const detail = error.message ?? (status >= 300 && status < 400 ? "redirects are not followed" : undefined)
+    const detail = error.message ??
+      (status >= 300 && status < 400 && status !== 304 ? "redirects are not followed" : undefined)
     const input: ProviderFailure.HttpFailureInput = {
       status,
       code: error.code === undefined ? undefined : settings.scrub(error.code),
