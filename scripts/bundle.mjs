@@ -5,7 +5,8 @@
 import * as esbuild from "esbuild"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
+import { createRequire } from "node:module"
+import { fileURLToPath, pathToFileURL } from "node:url"
 
 const root = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "..")
 const cli = Path.join(root, "packages/cli")
@@ -22,7 +23,13 @@ for (const file of Fs.readdirSync(platformNode).filter((f) => f.endsWith(".js"))
   const code = text.split("\n").filter((line) => !line.startsWith("import ") && !line.startsWith("//")).join("\n")
   for (const [, name] of code.matchAll(/\bUndici\.([A-Za-z]+)/g)) used.add(name)
 }
-const provided = Object.keys((await import(undiciCore)).default)
+// undici-core.cjs requires undici's files from the root node_modules: that must be the copy platform-node resolves
+const fromPlatformNode = createRequire(Path.join(root, "node_modules/@effect/platform-node/package.json"))
+const fromRoot = createRequire(undiciCore)
+if (fromPlatformNode.resolve("undici") !== fromRoot.resolve("undici")) {
+  throw new Error(`@effect/platform-node resolves another undici than scripts/undici-core.cjs does`)
+}
+const provided = Object.keys((await import(pathToFileURL(undiciCore).href)).default)
 const missing = [...used].filter((name) => !provided.includes(name))
 if (used.size === 0 || missing.length > 0) {
   throw new Error(`scripts/undici-core.cjs lacks what @effect/platform-node uses: ${missing.join(", ") || "(none found)"}`)

@@ -83,6 +83,14 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const last = events.filter((e) => e.type === "delta" && e.attempt === events.at(-1).attempts)
       assert.strictEqual(last.map((e) => e.text).join(""), "the key is <redacted>, the end")
 
+      // a key with characters JSON escapes (`"`, `\\`) is scrubbed before the event is serialised
+      const quoted = `sk-q"uo\\ted-${KEY.slice(20, 60)}`
+      yield* setup({ steps: [{ kind: "stream", reply: { text: `echo ${quoted}`, deltaSize: 4 } }] })
+      const escaped = yield* run(args(base, "--json", "go"), { OPENAI_API_KEY: quoted })
+      assert.strictEqual(escaped.code, 0, escaped.stderr)
+      assert.isUndefined(leak(escaped.stdout), "a key with a quote leaked through --json")
+      assert.strictEqual(JSON.parse(escaped.stdout.trim().split("\n").at(-1)!).text, "echo <redacted>")
+
       // plain output: only the answer, scrubbed
       yield* setup({ steps: [{ kind: "stream", reply: { text: `plain ${KEY}`, deltaSize: 3 } }] })
       const plain = yield* run(args(base, "go"), env)

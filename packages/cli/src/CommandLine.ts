@@ -10,7 +10,8 @@
  * - An option the subcommand does not have is a usage error that names it, with the nearest real option as a
  *   suggestion. (@effect/cli takes an unknown `--flag` for the positional argument and then complains about the
  *   argument after it.)
- * - `--` ends the options: what follows is passed on untouched.
+ * - `--` ends the options: what follows is passed on untouched. The positionals are passed after a `--` of their
+ *   own, so a prompt such as `no` is never read as the value of the flag before it.
  *
  * @since 0.1.0
  */
@@ -128,5 +129,8 @@ export const normalize = (
     }
   }
   const options = order.flatMap((name) => flags.has(name) ? [name] : [name, values.get(name)!])
-  return Effect.succeed([subcommand, ...options, ...positional])
+  // The positionals go after a `--`: @effect/cli would otherwise read a word such as `no` or `true` right after a
+  // flag as that flag's value.
+  const rest = positional.length === 0 || positional[0] === "--" ? positional : ["--", ...positional]
+  return Effect.succeed([subcommand, ...options, ...rest])
 }

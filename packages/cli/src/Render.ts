@@ -81,7 +81,9 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
     const { scrub } = sanitizer
     // Server text in a notice: no key, no control characters.
     const shown = (text: string) => Sanitize.escapeControls(scrub(text))
-    const json = (value: Record<string, unknown>) => output.stdout(scrub(line(value)))
+    // scrubbed before it is serialised: JSON escapes a `"` or `\` in the key, and the escaped form would not match
+    const json = (value: Record<string, unknown>) =>
+      output.stdout(line(sanitizer.scrubJson(value) as Record<string, unknown>))
     // The live preview of the current attempt, held back where it might end in the first part of the key.
     const preview = sanitizer.stream()
     const flushPreview = (attempt: number) => {
@@ -116,7 +118,8 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
           return output.stdout(text)
         }
         case "AttemptDiscarded": {
-          // What was held back belonged to the discarded preview: it is dropped with it.
+          // What was held back is dropped with the discarded attempt, never shown: an attempt cut mid-key leaves the
+          // key's first characters there. (So a notice's "discarded N chars" may count a few never shown.)
           preview.reset()
           discarded = { attempt: n.attempt, chars: n.discardedText.length, error: n.error }
           const fresh = mode === "tty" && midLine ? output.stdout("\n") : Effect.void
@@ -141,7 +144,8 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
         case "Committed":
         case "Exhausted":
         case "Failed": {
-          const held = flushPreview(attempt)
+          // only a committed attempt's held-back text is shown; a failed one's may be the start of the key
+          const held = n._tag === "Committed" ? flushPreview(attempt) : Effect.sync(() => preview.reset())
           const fresh = Effect.suspend(() => mode === "tty" && midLine ? output.stdout("\n") : Effect.void).pipe(
             Effect.tap(() => {
               midLine = false
@@ -168,7 +172,11 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
         mode === "json"
           ? json({ type: "tool_call", id: call.id, name: call.name, arguments: sanitizer.scrubJson(call.arguments) })
           : mode === "tty"
-          ? output.stderr(`reprise: tool ${shown(call.name)}(${shown(JSON.stringify(call.arguments))})\n`)
+          ? output.stderr(
+            `reprise: tool ${shown(call.name)}(${
+              Sanitize.escapeControls(JSON.stringify(sanitizer.scrubJson(call.arguments)))
+            })\n`
+          )
           : Effect.void,
       toolResult: (result: Message.ToolResultMessage) =>
         mode === "json"
@@ -207,7 +215,10 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
           mode === "json"
             ? json({ type: "error", class: outcome.class, message, exitCode: outcome.exitCode })
             : Effect.void,
-          output.stderr(`reprise: error [${outcome.class}]: ${message}${scrub(detail)}\n`)
+          // a stack holds the server's message too: escape each of its lines, keep the line breaks
+          output.stderr(
+            `reprise: error [${outcome.class}]: ${message}${detail.split("\n").map(shown).join("\n")}\n`
+          )
         ).pipe(Effect.as(outcome.exitCode))
       }
     }

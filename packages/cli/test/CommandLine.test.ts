@@ -29,10 +29,12 @@ describe("CommandLine", () => {
     Effect.gen(function*() {
       assert.deepStrictEqual(
         yield* normalize("chat", "--model", "a", "--json", "hi", "--max-attempts=3", "--model", "b", "--json"),
-        ["chat", "--model", "b", "--json", "--max-attempts", "3", "hi"]
+        ["chat", "--model", "b", "--json", "--max-attempts", "3", "--", "hi"]
       )
       // a value may itself start with a dash
-      assert.deepStrictEqual(yield* normalize("chat", "--model", "-x", "hi"), ["chat", "--model", "-x", "hi"])
+      assert.deepStrictEqual(yield* normalize("chat", "--model", "-x", "hi"), ["chat", "--model", "-x", "--", "hi"])
+      // a prompt that reads like a boolean stays the prompt
+      assert.deepStrictEqual(yield* normalize("chat", "no", "--json"), ["chat", "--json", "--", "no"])
       // after --, nothing is an option
       assert.deepStrictEqual(yield* normalize("chat", "--", "--model"), ["chat", "--", "--model"])
       // an unknown subcommand is left for @effect/cli to report

@@ -90,6 +90,15 @@ export const decodeLine = (line: string): Either.Either<Message.Message, string>
         .join("; ")
   )
 
+const isJson = (text: string): boolean => {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
  * What was read from a transcript file.
  *
@@ -99,7 +108,7 @@ export const decodeLine = (line: string): Either.Either<Message.Message, string>
 export interface Contents {
   readonly messages: ReadonlyArray<Message.Message>
   /**
-   * A last line without its newline that is not a message: a write torn by a full disk or a killed process. It was
+   * A last line without its newline that is not even JSON: a write torn by a full disk or a killed process. It was
    * never acknowledged as committed, so it is not part of the transcript; the next {@link append} removes it.
    */
   readonly torn: { readonly line: number; readonly bytes: number } | undefined
@@ -107,8 +116,8 @@ export interface Contents {
 
 /**
  * Decodes the text of a transcript file. Empty (or blank) lines are skipped. A last line without its newline is a
- * message if it decodes as one (a hand edit that lost the final newline), else a torn write ({@link Contents.torn});
- * a line that is not a message anywhere else is `Corrupt`.
+ * message if it decodes as one (a hand edit that lost the final newline), a torn write ({@link Contents.torn}) if it
+ * is not JSON at all, and `Corrupt` like a bad line anywhere else if it is JSON but not a message.
  *
  * @since 0.1.0
  * @category encoding
@@ -121,8 +130,9 @@ export const decodeContents = (path: string, text: string): Either.Either<Conten
     if (line.trim().length === 0) continue
     const decoded = decodeLine(line)
     if (Either.isLeft(decoded)) {
-      // only the very last line can lack its newline, and only a write in progress leaves one that way
-      if (i === lines.length - 1) {
+      // Only the very last line can lack its newline, and a write in progress leaves one that is not JSON (an
+      // object cut short never parses). A whole JSON value that is not a message is a hand edit: Corrupt.
+      if (i === lines.length - 1 && !isJson(line)) {
         return Either.right({ messages, torn: { line: i + 1, bytes: new TextEncoder().encode(lines[i]).length } })
       }
       return Either.left(new TranscriptError({ reason: "Corrupt", path, line: i + 1, detail: decoded.left }))
@@ -259,7 +269,8 @@ export const append = (
           yield* file.read(bytes)
           return new TextDecoder().decode(bytes)
         }))
-        if (Either.isRight(decodeLine(text.endsWith("\r") ? text.slice(0, -1) : text))) separator = "\n"
+        // a torn write (not JSON) is removed; anything else stays, on a line of its own
+        if (isJson(text.endsWith("\r") ? text.slice(0, -1) : text)) separator = "\n"
         else yield* fs.truncate(path, tail.from)
       }
       yield* Effect.scoped(Effect.gen(function*() {

@@ -106,6 +106,9 @@ describe("Transcript", () => {
     assert.deepStrictEqual(kept, Either.right({ messages: [Message.user("hi"), Message.user("hi")], torn: undefined }))
     const torn = Transcript.decodeContents("s", `${user}\n{"role":"us`)
     assert.deepStrictEqual(torn, Either.right({ messages: [Message.user("hi")], torn: { line: 2, bytes: 11 } }))
+    // JSON that is not a message is a hand edit, not a torn write, even as the last line
+    const edited = Transcript.decodeContents("s", `${user}\n{"role":"user","txt":"typo"}`)
+    assert.isTrue(Either.isLeft(edited) && edited.left.reason === "Corrupt" && edited.left.line === 2)
     const corrupt = Transcript.decodeContents("s", `{"role":"us\n${user}\n`)
     assert.isTrue(Either.isLeft(corrupt) && corrupt.left.reason === "Corrupt" && corrupt.left.line === 1)
   })
