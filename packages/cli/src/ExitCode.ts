@@ -108,6 +108,12 @@ export const classify = (error: unknown): Outcome => {
     return { class: "TranscriptError", exitCode: ExitCode.Usage, message: messageOf(error) }
   }
   if (HookError.isHookError(error)) return { class: "HookError", exitCode: ExitCode.Permanent, message: error.message }
+  // The step's tool-loop limit (Chat.ChatError): the model kept asking for tools. Not a bug in reprise, and sending
+  // the same turn again would loop the same way: permanent. (Matched by tag: Chat is not loaded for --help.)
+  if (hasTag(error, "ChatError")) {
+    const reason = (error as { readonly reason?: string }).reason ?? "MaxSteps"
+    return { class: `ChatError.${reason}`, exitCode: ExitCode.Permanent, message: messageOf(error) }
+  }
   return { class: "InternalError", exitCode: ExitCode.Permanent, message: messageOf(error) }
 }
 

@@ -1,6 +1,7 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { assert, describe, it } from "@effect/vitest"
+import * as Chat from "@reprise/core/Chat"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import { RecoveryExhausted } from "@reprise/core/RecoveryExhausted"
 import * as TransportError from "@reprise/core/TransportError"
@@ -57,4 +58,11 @@ describe("ExitCode", () => {
       assert.strictEqual(outcome.class, klass)
     })
   }
+
+  it("the tool-loop limit is a permanent ChatError, not an internal error", () => {
+    const outcome = ExitCode.classify(new Chat.ChatError({ reason: "MaxSteps", maxSteps: 16 }))
+    assert.strictEqual(outcome.class, "ChatError.MaxSteps")
+    assert.strictEqual(outcome.exitCode, 1)
+    assert.include(outcome.message, "after 16 replies")
+  })
 })
