@@ -212,28 +212,43 @@ export const checkWritable = (path: string): Effect.Effect<void, TranscriptError
   })
 
 /**
- * Where the file's last line starts when the file does not end with a newline (its byte offset), else undefined.
+ * The file's last line, with the byte offset where it starts, when the file does not end with a newline; else
+ * undefined. Only the last byte is read when it is a newline (every append but the first after a torn write).
  */
 const unfinishedTail = (fs: FileSystem.FileSystem, path: string) =>
   Effect.scoped(Effect.gen(function*() {
     const info = yield* fs.stat(path)
     if (info.size === BigInt(0)) return undefined
     const file = yield* fs.open(path, { flag: "r" })
+    const readAt = (start: bigint, length: number) =>
+      Effect.gen(function*() {
+        const bytes = new Uint8Array(length)
+        yield* file.seek(start, "start")
+        yield* file.read(bytes)
+        return bytes
+      })
+    const lastByte = yield* readAt(info.size - BigInt(1), 1)
+    if (lastByte[0] === 0x0a) return undefined
     const block = BigInt(64 * 1024)
+    const blocks: Array<Uint8Array> = []
     let end: bigint = info.size
-    let last = true
+    let from = BigInt(0)
     while (end > BigInt(0)) {
       const start = end > block ? end - block : BigInt(0)
-      const bytes = new Uint8Array(Number(end - start))
-      yield* file.seek(start, "start")
-      yield* file.read(bytes)
-      if (last && bytes[bytes.length - 1] === 0x0a) return undefined
-      last = false
+      const bytes = yield* readAt(start, Number(end - start))
       const newline = bytes.lastIndexOf(0x0a)
-      if (newline !== -1) return { from: start + BigInt(newline + 1), size: info.size }
+      if (newline !== -1) {
+        blocks.unshift(bytes.subarray(newline + 1))
+        from = start + BigInt(newline + 1)
+        break
+      }
+      blocks.unshift(bytes)
       end = start
     }
-    return { from: BigInt(0), size: info.size }
+    const joined = new Uint8Array(blocks.reduce((n, b) => n + b.length, 0))
+    blocks.reduce((at, b) => (joined.set(b, at), at + b.length), 0)
+    const text = new TextDecoder().decode(joined)
+    return { from, text: text.endsWith("\r") ? text.slice(0, -1) : text }
   })).pipe(
     Effect.catchIf(
       (error) => error._tag === "SystemError" && error.reason === "NotFound",
@@ -261,16 +276,9 @@ export const append = (
     yield* Effect.uninterruptible(Effect.gen(function*() {
       const tail = yield* unfinishedTail(fs, path)
       let separator = ""
+      // a torn write (not JSON) is removed; anything else stays, on a line of its own
       if (tail !== undefined) {
-        const text = yield* Effect.scoped(Effect.gen(function*() {
-          const file = yield* fs.open(path, { flag: "r" })
-          const bytes = new Uint8Array(Number(tail.size - tail.from))
-          yield* file.seek(tail.from, "start")
-          yield* file.read(bytes)
-          return new TextDecoder().decode(bytes)
-        }))
-        // a torn write (not JSON) is removed; anything else stays, on a line of its own
-        if (isJson(text.endsWith("\r") ? text.slice(0, -1) : text)) separator = "\n"
+        if (isJson(tail.text)) separator = "\n"
         else yield* fs.truncate(path, tail.from)
       }
       yield* Effect.scoped(Effect.gen(function*() {
