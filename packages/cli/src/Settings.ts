@@ -31,9 +31,13 @@ export interface Settings {
   readonly backoffMax: Duration.Duration
   readonly idleTimeout: Duration.Duration
   readonly firstByteTimeout: Duration.Duration
+  /** The largest response body one attempt may read (`--max-reply-bytes`). */
+  readonly maxReplyBytes: number
   readonly recovery: boolean
   readonly json: boolean
   readonly session: Option.Option<string>
+  /** Wait for another process's turn on the session instead of failing (`--wait-session`). */
+  readonly waitSession: boolean
   readonly tools: ReadonlyArray<string>
   readonly workspace: string
   readonly system: Option.Option<string>
@@ -86,11 +90,23 @@ export const options = {
     Options.integer("first-byte-timeout"),
     Config.integer("REPRISE_FIRST_BYTE_TIMEOUT").pipe(Config.withDefault(60_000))
   ).pipe(Options.withDescription("ms to wait for response headers (env REPRISE_FIRST_BYTE_TIMEOUT)")),
+  maxReplyBytes: withEnv(
+    Options.integer("max-reply-bytes"),
+    Config.integer("REPRISE_MAX_REPLY_BYTES").pipe(Config.withDefault(ProviderOptions.defaultMaxReplyBytes))
+  ).pipe(
+    Options.withDescription(
+      "largest response body one attempt may read, in bytes; a longer reply fails, permanently " +
+        "(env REPRISE_MAX_REPLY_BYTES, default 64 MiB)"
+    )
+  ),
   noRecovery: Options.boolean("no-recovery").pipe(Options.withDescription("surface every failure after one attempt")),
   json: Options.boolean("json").pipe(Options.withDescription("NDJSON events on stdout")),
   session: Options.text("session").pipe(
     Options.optional,
     Options.withDescription("JSONL transcript to resume from and append committed messages to")
+  ),
+  waitSession: Options.boolean("wait-session").pipe(
+    Options.withDescription("if another process is in a turn on --session, wait for it instead of exiting 2")
   ),
   tools: Options.text("tools").pipe(Options.optional, Options.withDescription("comma-separated: now, append_file")),
   workspace: Options.text("workspace").pipe(
@@ -151,6 +167,9 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
     if (parsed.firstByteTimeout <= 0) {
       return yield* fail(`--first-byte-timeout must be > 0 ms, got ${parsed.firstByteTimeout}`)
     }
+    if (parsed.maxReplyBytes < 1) {
+      return yield* fail(`--max-reply-bytes must be at least 1, got ${parsed.maxReplyBytes}`)
+    }
     if (Option.isSome(parsed.maxTokens) && parsed.maxTokens.value < 1) {
       return yield* fail(`--max-tokens must be at least 1, got ${parsed.maxTokens.value}`)
     }
@@ -200,9 +219,11 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       backoffMax: Duration.millis(parsed.backoffMax),
       idleTimeout: Duration.millis(parsed.idleTimeout),
       firstByteTimeout: Duration.millis(parsed.firstByteTimeout),
+      maxReplyBytes: parsed.maxReplyBytes,
       recovery: !parsed.noRecovery,
       json: parsed.json,
       session: parsed.session,
+      waitSession: parsed.waitSession,
       tools,
       workspace: Option.getOrElse(parsed.workspace, () => process.cwd()),
       system: parsed.system,

@@ -39,7 +39,8 @@ export const providerLayer = (settings: Settings.Settings) =>
       apiKey: settings.apiKey,
       baseUrl: settings.baseUrl,
       firstByteTimeout: settings.firstByteTimeout,
-      idleTimeout: settings.idleTimeout
+      idleTimeout: settings.idleTimeout,
+      maxReplyBytes: settings.maxReplyBytes
     }),
     Budget.layer({ maxAttempts: settings.maxAttempts, deadline: settings.deadline }),
     Policy.layer({ backoffBase: settings.backoffBase, backoffMax: settings.backoffMax })

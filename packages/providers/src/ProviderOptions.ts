@@ -63,6 +63,12 @@ export interface Options {
   readonly idleTimeout?: Duration.DurationInput | undefined
   /** The largest pending SSE event, in string code units. Default 1 MiB. */
   readonly maxEventSize?: number | undefined
+  /**
+   * The largest response body one attempt may read, in bytes (what crossed the socket, after any content
+   * decoding). A longer body ends the attempt with a permanent `ProviderRejection{reason: "ReplyTooLarge"}`: a
+   * replay would be as long. Default {@link defaultMaxReplyBytes}.
+   */
+  readonly maxReplyBytes?: number | undefined
 }
 
 /**
@@ -84,6 +90,14 @@ export const defaultIdleTimeout: Duration.Duration = Duration.seconds(120)
  * @category constants
  */
 export const defaultMaxEventSize: number = 1024 * 1024
+
+/**
+ * 64 MiB.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultMaxReplyBytes: number = 64 * 1024 * 1024
 
 /**
  * @since 0.1.0
