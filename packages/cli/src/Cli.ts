@@ -13,7 +13,9 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import type * as Usage from "@effect/cli/Usage"
 import * as ValidationError from "@effect/cli/ValidationError"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as CommandLine from "./CommandLine.js"
 import * as ExitCode from "./ExitCode.js"
@@ -69,7 +71,7 @@ const simulate = Command.make(
   ({ port, script }) =>
     Effect.flatMap(
       Effect.promise(() => import("./Simulate.js")),
-      (Simulate) => Simulate.run({ port, script: Option.getOrUndefined(script) })
+      (Simulate) => Effect.interruptible(Simulate.run({ port, script: Option.getOrUndefined(script) }))
     )
 ).pipe(Command.withDescription("run the loopback fault simulator in the foreground"))
 
@@ -79,7 +81,11 @@ const demo = Command.make(
   () =>
     Effect.flatMap(
       Effect.promise(() => import("./Demo.js")),
-      (Demo) => Effect.flatMap(Demo.run, (code) => code === 0 ? Effect.void : Effect.fail(new ExitCode.Exit(code)))
+      (Demo) =>
+        Effect.flatMap(
+          Effect.interruptible(Demo.run),
+          (code) => code === 0 ? Effect.void : Effect.fail(new ExitCode.Exit(code))
+        )
     )
 ).pipe(Command.withDescription("a guided run against the embedded simulator: faults, replays, commit"))
 
@@ -134,3 +140,55 @@ export const exitCodeOf = (error: unknown, json: boolean) =>
     if (!commandLine) yield* Output.stderr(`reprise: error [${outcome.class}]: ${message}\n`)
     return outcome.exitCode
   })
+
+/**
+ * The whole command line `argv` to its exit code: {@link run}, then {@link exitCodeOf} for any failure. It runs
+ * **uninterruptibly**: each command marks what Ctrl-C may end (a wait, a request, a stream, a running tool) with
+ * `Effect.interruptible`, and nothing else is cut short; a commit in particular is never cut short.
+ *
+ * An interruption can still arrive after the exit code is decided (`reprise chat`'s final reply committed, its
+ * text printed), and the runtime then reports the program as interrupted: {@link Program.exitCode} answers with the
+ * decided code in that case, since nothing was lost. Before a code is decided an interruption is exit 130.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export interface Program {
+  readonly main: Effect.Effect<number, never, RunRequirements>
+  /** The process's exit code for how `main` ended; `undefined` for a defect (a bug: reported by the caller). */
+  readonly exitCode: (exit: Exit.Exit<number, unknown>) => number | undefined
+}
+
+/**
+ * What {@link program}'s `main` needs: the platform's file system and path, and an {@link Output.Output}.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export type RunRequirements = Effect.Effect.Context<ReturnType<typeof run>> | Output.Output
+
+/**
+ * See {@link Program}.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const program = (argv: ReadonlyArray<string>): Program => {
+  let decided: number | undefined
+  const json = argv.includes("--json")
+  return {
+    main: Effect.uninterruptible(
+      run(argv).pipe(
+        Effect.as(ExitCode.ExitCode.Committed as number),
+        Effect.catchAll((error) => exitCodeOf(error, json)),
+        Effect.tap((code) => Effect.sync(() => (decided = code)))
+      )
+    ),
+    exitCode: (exit) =>
+      Exit.isSuccess(exit)
+        ? exit.value
+        : Cause.isInterruptedOnly(exit.cause)
+        ? decided ?? ExitCode.ExitCode.Interrupted
+        : undefined
+  }
+}

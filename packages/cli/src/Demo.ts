@@ -15,6 +15,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as BuiltinTools from "@reprise/core/BuiltinTools"
 import type * as Message from "@reprise/core/Message"
+import * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import * as Duration from "effect/Duration"
@@ -158,6 +159,8 @@ export const run = Effect.scoped(Effect.gen(function*() {
       backoffMax: Duration.seconds(5),
       idleTimeout: Duration.seconds(10),
       firstByteTimeout: Duration.seconds(10),
+      maxReplyBytes: ProviderOptions.defaultMaxReplyBytes,
+      waitSession: false,
       recovery: true,
       json: false,
       session: Option.none(),

@@ -13,6 +13,7 @@ import * as Option from "effect/Option"
 import { Exit } from "./ExitCode.js"
 import * as Output from "./Output.js"
 import * as Repl from "./Repl.js"
+import * as SessionLock from "./SessionLock.js"
 import * as Settings from "./Settings.js"
 import * as Turn from "./Turn.js"
 
@@ -33,12 +34,34 @@ const openSession = (path: string) =>
     return contents.messages
   })
 
+/**
+ * Runs `f` over the session's history with the turn's services, holding the session's lock (see
+ * {@link SessionLock}) from before the history is read until `f` is done: no other process appends in between.
+ * The wait for the lock and the read of the history are interruptible (Ctrl-C ends them).
+ */
 const withSession = <A, E, R>(
   settings: Settings.Settings,
+  command: string,
   f: (history: ReadonlyArray<Message.Message>) => Effect.Effect<A, E, R>
 ) =>
-  Effect.flatMap(
-    Option.match(settings.session, { onNone: () => Effect.succeed([]), onSome: openSession }),
+  Effect.scoped(Effect.flatMap(
+    Option.match(settings.session, {
+      onNone: () => Effect.succeed([]),
+      onSome: (path) =>
+        Effect.interruptible(Effect.zipRight(
+          SessionLock.acquire(path, {
+            wait: settings.waitSession,
+            command,
+            onWait: (holder) =>
+              Output.stderr(
+                `reprise: ${path}: waiting for ${
+                  holder === undefined ? "another process" : `pid ${holder.pid} (${holder.command})`
+                } to finish its turn on the session…\n`
+              )
+          }),
+          openSession(path)
+        ))
+    }),
     (history) =>
       f(history).pipe(
         Effect.provide(Layer.merge(
@@ -46,7 +69,7 @@ const withSession = <A, E, R>(
           Turn.providerLayer(settings)
         ))
       )
-  )
+  ))
 
 /**
  * Succeeds on 0, fails with {@link Exit} otherwise.
@@ -64,10 +87,13 @@ export const exitWith = (code: number) => code === 0 ? Effect.void : Effect.fail
  */
 export const chat = (parsed: Settings.Parsed, prompt: string) =>
   Effect.gen(function*() {
-    const settings = yield* Settings.resolve(parsed)
-    const code = yield* withSession(settings, (history) =>
+    // `Cli.main` runs uninterruptibly; what may be interrupted says so. The commits may not (Chat.step), and once
+    // the final reply is committed nothing interruptible is left: Ctrl-C then changes nothing, and the exit code
+    // says committed (see Turn.run).
+    const settings = yield* Effect.interruptible(Settings.resolve(parsed))
+    const code = yield* withSession(settings, "reprise chat", (history) =>
       Effect.gen(function*() {
-        const turn = yield* Turn.run(settings, history, prompt)
+        const turn = yield* Turn.run(settings, history, prompt, Effect.interruptible)
         return turn.result._tag === "Right" ? 0 : yield* turn.render.error(turn.result.left, settings.debug)
       }))
     return yield* exitWith(code)
@@ -81,7 +107,8 @@ export const chat = (parsed: Settings.Parsed, prompt: string) =>
  */
 export const repl = (parsed: Settings.Parsed) =>
   Effect.gen(function*() {
-    const settings = yield* Settings.resolve(parsed)
-    const code = yield* withSession(settings, (history) => Repl.run(settings, history))
+    const settings = yield* Effect.interruptible(Settings.resolve(parsed))
+    const code = yield* withSession(settings, "reprise repl", (history) =>
+      Effect.interruptible(Repl.run(settings, history)))
     return yield* exitWith(code)
   })

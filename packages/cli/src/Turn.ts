@@ -19,7 +19,11 @@ import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import type * as Tool from "@reprise/core/Tool"
 import * as Transcript from "@reprise/core/Transcript"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Output from "./Output.js"
@@ -50,10 +54,20 @@ export const providerLayer = (settings: Settings.Settings) =>
  * Runs one turn over the committed `history` and returns the messages it committed (the user's prompt first, when
  * anything was committed, after the error results of any tool calls an earlier turn left unanswered).
  *
+ * A commit (its append to the session and its rendering) is never cut short by an interruption (`Chat.step`
+ * runs it uninterruptibly). Run the turn in an uninterruptible region and pass that region's `restore` as
+ * `interruptible`: the step is interruptible, the rest is not, and an interruption that comes after the final reply
+ * was committed (while the step was returning) is not a failure: the turn committed, and `result` says so.
+ *
  * @since 0.1.0
  * @category turns
  */
-export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.Message>, prompt: string) =>
+export const run = (
+  settings: Settings.Settings,
+  history: ReadonlyArray<Message.Message>,
+  prompt: string,
+  interruptible: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R> = identity
+) =>
   Effect.gen(function*() {
     const output = yield* Output.Output
     const sanitizer = Sanitize.make(settings.apiKey)
@@ -62,6 +76,8 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
     // the tools of an interrupted turn are not run again: their calls get error results, sent before the prompt
     const opening: Array<Message.Message> = [...Chat.interruptedToolResults(history), user]
     const committed: Array<Message.Message> = []
+    let replies = 0
+    let final: Chat.StepResult | undefined
     const persist = (messages: ReadonlyArray<Message.Message>) =>
       Option.match(settings.session, {
         onNone: () => Effect.void,
@@ -75,8 +91,11 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
         committed.push(commit.message)
         yield* persist(first ? [...opening, commit.message] : [commit.message])
         if (commit._tag === "Reply") {
-          yield* render.commit(commit.reply, commit.reply.toolCalls.length === 0)
+          replies++
+          const done = commit.reply.toolCalls.length === 0
+          yield* render.commit(commit.reply, done)
           for (const call of commit.reply.toolCalls) yield* render.toolCall(call)
+          if (done) final = { messages: committed.slice(opening.length), reply: commit.reply, replies }
         } else {
           yield* render.toolResult(commit.message)
         }
@@ -87,8 +106,17 @@ export const run = (settings: Settings.Settings, history: ReadonlyArray<Message.
       maxTokens: Option.getOrUndefined(settings.maxTokens),
       onCommit
     }).pipe(Effect.provideService(RecoveryNotifications.RecoveryNotifications, render.notifications))
-    const result = yield* Effect.either(settings.recovery ? step : Recovery.disabled(step))
-    return { committed, result, render }
+    const exit = yield* Effect.exit(interruptible(settings.recovery ? step : Recovery.disabled(step)))
+    if (Exit.isSuccess(exit)) return { committed, result: Either.right(exit.value), render }
+    // interrupted once the final reply was committed: the turn is done, and nothing of it was lost
+    if (final !== undefined && Cause.isInterruptedOnly(exit.cause)) {
+      return { committed, result: Either.right(final), render }
+    }
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure) && !Cause.isInterrupted(exit.cause)) {
+      return { committed, result: Either.left(failure.value), render }
+    }
+    return yield* Effect.failCause(Cause.stripFailures(exit.cause))
   })
 
 /**

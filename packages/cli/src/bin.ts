@@ -21,12 +21,11 @@ import * as Cli from "./Cli.js"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
 
-const json = process.argv.includes("--json")
 const debug = process.argv.includes("--debug")
 
-const main = Cli.run(process.argv).pipe(
-  Effect.as(ExitCode.ExitCode.Committed as number),
-  Effect.catchAll((error) => Cli.exitCodeOf(error, json)),
+// Uninterruptible (the commands say what SIGINT may end); an interruption after the outcome was decided keeps it.
+const program = Cli.program(process.argv)
+const main = program.main.pipe(
   Output.withColourPolicy,
   Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer, Output.layerProcess))
 )
@@ -34,8 +33,8 @@ const main = Cli.run(process.argv).pipe(
 NodeRuntime.runMain(main, {
   disableErrorReporting: true,
   teardown: (exit, onExit) => {
-    if (Exit.isSuccess(exit)) return onExit(exit.value as number)
-    if (Cause.isInterruptedOnly(exit.cause)) return onExit(ExitCode.ExitCode.Interrupted)
+    const code = program.exitCode(exit as Exit.Exit<number, unknown>)
+    if (code !== undefined || Exit.isSuccess(exit)) return onExit(code ?? 0)
     // A defect is a bug in reprise: one line, unless --debug asks for the whole cause with its stack.
     const detail = debug ? Cause.pretty(exit.cause) : Cause.pretty(exit.cause).split("\n")[0]
     process.stderr.write(`reprise: internal error: ${detail}\n`)

@@ -70,7 +70,9 @@ export interface Options<EC = never, RC = never, RH = never> {
   readonly hooks?: Recovery.Hooks<RH> | undefined
   /**
    * Called with every commit, in order, before the step goes on (before a reply's tool calls run, before the next
-   * reply is requested). A failure here ends the step with that failure. See {@link persistTo}.
+   * reply is requested). A failure here ends the step with that failure. It runs uninterruptibly: an interruption
+   * that arrives while a commit is being reported (and persisted) takes effect once it is done, so a transcript
+   * never holds half a commit and a commit is never lost to an interruption it preceded. See {@link persistTo}.
    */
   readonly onCommit?: ((commit: Commit) => Effect.Effect<void, EC, RC>) | undefined
 }
@@ -143,7 +145,8 @@ export const step = <EC = never, RC = never, RH = never>(
     const committed: Array<Message.Message> = []
     const commit = (entry: Commit): Effect.Effect<void, EC, RC> => {
       committed.push(entry.message)
-      return options.onCommit === undefined ? Effect.void : options.onCommit(entry)
+      // a commit is reported whole: an interruption waits for onCommit (a transcript append) to finish
+      return options.onCommit === undefined ? Effect.void : Effect.uninterruptible(options.onCommit(entry))
     }
     const recovery: Recovery.Options<RH> = {
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),

@@ -16,9 +16,11 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { describeCause } from "./internal/describe.js"
 import * as Message from "./Message.js"
 
@@ -27,6 +29,8 @@ import * as Message from "./Message.js"
  *
  * - `Corrupt`: a line is not a message (bad JSON or not a valid message); `line` is its 1-based number.
  * - `Read`/`Write`: the file could not be read or appended to.
+ * - `Busy`: another process is writing to it (a caller's lock, such as the CLI's, says so; `detail` names the
+ *   holder).
  *
  * @since 0.1.0
  * @category errors
@@ -34,7 +38,7 @@ import * as Message from "./Message.js"
 export class TranscriptError extends Schema.TaggedError<TranscriptError>("@reprise/core/TranscriptError")(
   "TranscriptError",
   {
-    reason: Schema.Literal("Corrupt", "Read", "Write"),
+    reason: Schema.Literal("Corrupt", "Read", "Write", "Busy"),
     path: Schema.String,
     /** The 1-based line number, for `Corrupt`. */
     line: Schema.optional(Schema.Number),
@@ -53,6 +57,8 @@ export class TranscriptError extends Schema.TaggedError<TranscriptError>("@repri
         return `${this.path}: cannot read the transcript (${this.detail})`
       case "Write":
         return `${this.path}: cannot append to the transcript (${this.detail})`
+      case "Busy":
+        return `${this.path}: the session is in use ${this.detail}`
     }
   }
 }
@@ -115,6 +121,76 @@ export interface Contents {
 }
 
 /**
+ * Decodes a transcript line by line as its text arrives, in chunks of any size: a file is never held as one
+ * string (a 600 MB session is read, not refused), only the line being read and the messages.
+ */
+class LineDecoder {
+  readonly messages: Array<Message.Message> = []
+  private pending = ""
+  private line = 0
+  constructor(readonly path: string) {}
+
+  /** Decodes every complete line of `chunk` (with what was pending); a bad one fails. */
+  push(chunk: string): TranscriptError | undefined {
+    // only the new chunk is searched: a long line grows `pending` without being scanned again
+    let newline = chunk.indexOf("\n")
+    if (newline === -1) {
+      this.pending += chunk
+      return undefined
+    }
+    let failure = this.decode(this.pending + chunk.slice(0, newline))
+    let from = newline + 1
+    while (failure === undefined && (newline = chunk.indexOf("\n", from)) !== -1) {
+      failure = this.decode(chunk.slice(from, newline))
+      from = newline + 1
+    }
+    this.pending = chunk.slice(from)
+    return failure
+  }
+
+  /**
+   * The end of the file: the last line, if it lacks its newline, is a message if it decodes as one (a hand edit
+   * that lost the final newline), a torn write if it is not JSON at all, and `Corrupt` if it is JSON but not a
+   * message.
+   */
+  end(): Either.Either<Contents, TranscriptError> {
+    const last = this.pending
+    this.pending = ""
+    const line = last.endsWith("\r") ? last.slice(0, -1) : last
+    if (line.trim().length > 0) {
+      const decoded = decodeLine(line)
+      if (Either.isLeft(decoded)) {
+        // A write in progress leaves a line that is not JSON (an object cut short never parses). A whole JSON value
+        // that is not a message is a hand edit: Corrupt.
+        if (!isJson(line)) {
+          return Either.right({
+            messages: this.messages,
+            torn: { line: this.line + 1, bytes: new TextEncoder().encode(last).length }
+          })
+        }
+        return Either.left(this.corrupt(this.line + 1, decoded.left))
+      }
+      this.messages.push(decoded.right)
+    }
+    return Either.right({ messages: this.messages, torn: undefined })
+  }
+
+  private decode(raw: string): TranscriptError | undefined {
+    this.line++
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw
+    if (line.trim().length === 0) return undefined
+    const decoded = decodeLine(line)
+    if (Either.isLeft(decoded)) return this.corrupt(this.line, decoded.left)
+    this.messages.push(decoded.right)
+    return undefined
+  }
+
+  private corrupt(line: number, detail: string) {
+    return new TranscriptError({ reason: "Corrupt", path: this.path, line, detail })
+  }
+}
+
+/**
  * Decodes the text of a transcript file. Empty (or blank) lines are skipped. A last line without its newline is a
  * message if it decodes as one (a hand edit that lost the final newline), a torn write ({@link Contents.torn}) if it
  * is not JSON at all, and `Corrupt` like a bad line anywhere else if it is JSON but not a message.
@@ -123,23 +199,9 @@ export interface Contents {
  * @category encoding
  */
 export const decodeContents = (path: string, text: string): Either.Either<Contents, TranscriptError> => {
-  const messages: Array<Message.Message> = []
-  const lines = text.split("\n")
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i].endsWith("\r") ? lines[i].slice(0, -1) : lines[i]
-    if (line.trim().length === 0) continue
-    const decoded = decodeLine(line)
-    if (Either.isLeft(decoded)) {
-      // Only the very last line can lack its newline, and a write in progress leaves one that is not JSON (an
-      // object cut short never parses). A whole JSON value that is not a message is a hand edit: Corrupt.
-      if (i === lines.length - 1 && !isJson(line)) {
-        return Either.right({ messages, torn: { line: i + 1, bytes: new TextEncoder().encode(lines[i]).length } })
-      }
-      return Either.left(new TranscriptError({ reason: "Corrupt", path, line: i + 1, detail: decoded.left }))
-    }
-    messages.push(decoded.right)
-  }
-  return Either.right({ messages, torn: undefined })
+  const decoder = new LineDecoder(path)
+  const failure = decoder.push(text)
+  return failure === undefined ? decoder.end() : Either.left(failure)
 }
 
 /**
@@ -160,7 +222,8 @@ const notRegular = (path: string, type: string) =>
 /**
  * Reads a transcript to resume it, with what {@link decodeContents} says of its last line. A missing file is an
  * empty transcript; a file that is not a regular file (a device, a FIFO, a directory) is refused before it is read;
- * a corrupt line fails with its line number. The file is only read.
+ * a corrupt line fails with its line number. The file is only read, in chunks, line by line: a large session is
+ * never held as one string.
  *
  * @since 0.1.0
  * @category files
@@ -168,16 +231,30 @@ const notRegular = (path: string, type: string) =>
 export const read = (path: string): Effect.Effect<Contents, TranscriptError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const info = yield* fs.stat(path).pipe(Effect.option)
-    if (info._tag === "Some" && info.value.type !== "File") return yield* notRegular(path, info.value.type)
-    const text = yield* fs.readFileString(path).pipe(
+    const readError = (cause: unknown) =>
+      new TranscriptError({ reason: "Read", path, detail: describeCause(cause), cause })
+    const info = yield* fs.stat(path).pipe(
+      Effect.map(Option.some),
       Effect.catchIf(
         (error) => error._tag === "SystemError" && error.reason === "NotFound",
-        () => Effect.succeed("")
+        () => Effect.succeed(Option.none())
       ),
-      Effect.mapError((cause) => new TranscriptError({ reason: "Read", path, detail: describeCause(cause), cause }))
+      Effect.mapError(readError)
     )
-    return yield* decodeContents(path, text)
+    if (Option.isNone(info)) return { messages: [], torn: undefined }
+    if (info.value.type !== "File") return yield* notRegular(path, info.value.type)
+    const decoder = new LineDecoder(path)
+    const text = new TextDecoder()
+    yield* fs.stream(path, { chunkSize: FileSystem.KiB(256) }).pipe(
+      Stream.mapError(readError),
+      Stream.runForEach((bytes) => {
+        const failure = decoder.push(text.decode(bytes, { stream: true }))
+        return failure === undefined ? Effect.void : Effect.fail(failure)
+      })
+    )
+    const rest = decoder.push(text.decode())
+    if (rest !== undefined) return yield* rest
+    return yield* decoder.end()
   })
 
 /**

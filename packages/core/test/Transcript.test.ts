@@ -127,3 +127,46 @@ describe("Transcript", () => {
       assert.deepStrictEqual(yield* Transcript.load(file), [Message.user("hi"), Message.user("next")])
     }).pipe(Effect.scoped, Effect.provide(NodeContext.layer)))
 })
+
+describe("Transcript.read, line by line", () => {
+  // Lines of multi-byte text well past the read's 256 KiB chunks: lines, CRLF endings and UTF-8 sequences are cut
+  // by chunk boundaries everywhere. Reading in chunks must give exactly what decoding the whole text gives.
+  const long = (i: number) => Message.assistant(`${i}: ${"é😀—ж".repeat(1 + (i * 7919) % 40_000)}`, [])
+  const lines = Array.from({ length: 60 }, (_, i) => Transcript.encodeLine(i % 2 === 0 ? long(i) : messages[i % 6]))
+
+  it.scoped("chunk boundaries inside lines, CRLF endings and UTF-8 sequences change nothing", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      const text = lines.map((line, i) => `${line}${i % 3 === 0 ? "\r\n" : "\n"}`).join("") + "\n"
+      yield* fs.writeFileString(file, text)
+      assert.isAbove(Number((yield* fs.stat(file)).size), 2 * 1024 * 1024)
+      const read = yield* Transcript.read(file)
+      assert.deepStrictEqual(read, Either.getOrThrow(Transcript.decodeContents(file, text)))
+      assert.strictEqual(read.messages.length, 60)
+      assert.isUndefined(read.torn)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a torn last line past a chunk boundary is found, and a bad line is named by its number", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      const whole = lines.join("\n") + "\n"
+      const torn = lines[2].slice(0, Math.floor(lines[2].length / 2))
+      yield* fs.writeFileString(file, whole + torn)
+      const read = yield* Transcript.read(file)
+      assert.strictEqual(read.messages.length, 60)
+      assert.deepStrictEqual(read.torn, { line: 61, bytes: new TextEncoder().encode(torn).length })
+
+      yield* fs.writeFileString(file, lines.slice(0, 40).join("\n") + "\n{\"role\":\"nobody\"}\n" + whole)
+      const failure = yield* Effect.flip(Transcript.read(file))
+      assert.strictEqual(failure.reason, "Corrupt")
+      assert.strictEqual(failure.line, 41)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a directory, a FIFO or a device is refused before it is read", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      yield* fs.makeDirectory(file)
+      assert.strictEqual((yield* Effect.flip(Transcript.read(file))).reason, "Read")
+      assert.strictEqual((yield* Effect.flip(Transcript.read("/dev/zero"))).reason, "Read")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
