@@ -213,4 +213,22 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.strictEqual(simulate.code, 141, simulate.stderr)
       assert.strictEqual(simulate.stderr, "")
     }))
+
+  it.effect("an error before the turn (a key pasted into --base-url or --session) is printed without it", () =>
+    Effect.gen(function*() {
+      const badUrl = yield* run(args(`ftp://example.test/?key=${KEY}`, "--json", "hi"), env)
+      assert.strictEqual(badUrl.code, 2)
+      assert.include(badUrl.stderr, "http(s) URL")
+      assert.isUndefined(leak(badUrl.stderr + badUrl.stdout), badUrl.stderr)
+      const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "never" } }] })
+      // the key read from another variable, named with --api-key-env
+      const badSession = yield* run(
+        args(base, "--api-key-env", "MY_KEY", "--session", `/nonexistent/${KEY}/s.jsonl`, "hi"),
+        { MY_KEY: KEY }
+      )
+      assert.strictEqual(badSession.code, 2)
+      assert.include(badSession.stderr, "/nonexistent/<redacted>/s.jsonl")
+      assert.isUndefined(leak(badSession.stderr + badSession.stdout), badSession.stderr)
+      assert.strictEqual(yield* count, 0)
+    }))
 })

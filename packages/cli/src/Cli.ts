@@ -14,12 +14,15 @@ import * as Options from "@effect/cli/Options"
 import type * as Usage from "@effect/cli/Usage"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Cause from "effect/Cause"
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import * as EffectExit from "effect/Exit"
+import { identity } from "effect/Function"
 import * as Option from "effect/Option"
 import * as CommandLine from "./CommandLine.js"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
+import * as Sanitize from "./Sanitize.js"
 import * as Settings from "./Settings.js"
 
 /**
@@ -121,17 +124,18 @@ export const run = (argv: ReadonlyArray<string>) =>
 
 /**
  * Maps anything the CLI can fail with to an exit code, printing what was not printed yet: one line on stderr (and
- * an `error` event on stdout with `--json`). @effect/cli has already explained a bad command line on stderr.
+ * an `error` event on stdout with `--json`), scrubbed with `scrub`. @effect/cli has already explained a bad command
+ * line on stderr.
  *
  * @since 0.1.0
  * @category commands
  */
-export const exitCodeOf = (error: unknown, json: boolean) =>
+export const exitCodeOf = (error: unknown, json: boolean, scrub: (text: string) => string = identity) =>
   Effect.gen(function*() {
     if (error instanceof ExitCode.Exit) return error.code
     const outcome = ExitCode.classify(error)
     const commandLine = ValidationError.isValidationError(error)
-    const message = outcome.message
+    const message = scrub(outcome.message)
     if (json) {
       yield* Output.stdout(
         JSON.stringify({ type: "error", class: outcome.class, message, exitCode: outcome.exitCode }) + "\n"
@@ -155,8 +159,14 @@ export const exitCodeOf = (error: unknown, json: boolean) =>
  */
 export interface Program {
   readonly main: Effect.Effect<number, never, RunRequirements>
+  /**
+   * Removes every key the process could hold (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, the variable named by
+   * `--api-key-env`) from a text, for what is printed outside a turn: errors before it starts, and a defect.
+   * Known once `main` has started.
+   */
+  readonly scrub: (text: string) => string
   /** The process's exit code for how `main` ended; `undefined` for a defect (a bug: reported by the caller). */
-  readonly exitCode: (exit: Exit.Exit<number, unknown>) => number | undefined
+  readonly exitCode: (exit: EffectExit.Exit<number, unknown>) => number | undefined
 }
 
 /**
@@ -167,6 +177,16 @@ export interface Program {
  */
 export type RunRequirements = Effect.Effect.Context<ReturnType<typeof run>> | Output.Output
 
+/** The variables a key may be read from: both protocols' and the one `--api-key-env` names (its last value). */
+const keyVariables = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const names = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+  argv.forEach((arg, i) => {
+    if (arg === "--api-key-env" && i + 1 < argv.length) names.push(argv[i + 1])
+    else if (arg.startsWith("--api-key-env=")) names.push(arg.slice("--api-key-env=".length))
+  })
+  return names.filter((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+}
+
 /**
  * See {@link Program}.
  *
@@ -175,17 +195,27 @@ export type RunRequirements = Effect.Effect.Context<ReturnType<typeof run>> | Ou
  */
 export const program = (argv: ReadonlyArray<string>): Program => {
   let decided: number | undefined
+  let scrub: (text: string) => string = identity
   const json = argv.includes("--json")
+  const keys = Effect.forEach(
+    keyVariables(argv),
+    (name) => Effect.orElseSucceed(Config.option(Config.redacted(name)), () => Option.none())
+  ).pipe(Effect.map((found) => {
+    const sanitizers = found.flatMap((key) => Option.isSome(key) ? [Sanitize.make(key.value).scrub] : [])
+    return (text: string) => sanitizers.reduce((acc, clean) => clean(acc), text)
+  }))
   return {
-    main: Effect.uninterruptible(
-      run(argv).pipe(
+    main: Effect.uninterruptible(Effect.gen(function*() {
+      scrub = yield* keys
+      return yield* run(argv).pipe(
         Effect.as(ExitCode.ExitCode.Committed as number),
-        Effect.catchAll((error) => exitCodeOf(error, json)),
+        Effect.catchAll((error) => exitCodeOf(error, json, scrub)),
         Effect.tap((code) => Effect.sync(() => (decided = code)))
       )
-    ),
+    })),
+    scrub: (text) => scrub(text),
     exitCode: (exit) =>
-      Exit.isSuccess(exit)
+      EffectExit.isSuccess(exit)
         ? exit.value
         : Cause.isInterruptedOnly(exit.cause)
         ? decided ?? ExitCode.ExitCode.Interrupted

@@ -37,7 +37,7 @@ NodeRuntime.runMain(main, {
     if (code !== undefined || Exit.isSuccess(exit)) return onExit(code ?? 0)
     // A defect is a bug in reprise: one line, unless --debug asks for the whole cause with its stack.
     const detail = debug ? Cause.pretty(exit.cause) : Cause.pretty(exit.cause).split("\n")[0]
-    process.stderr.write(`reprise: internal error: ${detail}\n`)
+    process.stderr.write(`reprise: internal error: ${program.scrub(detail)}\n`)
     onExit(ExitCode.ExitCode.Permanent)
   }
 })

@@ -4,7 +4,13 @@
  * - `now {}` returns the current time in ISO 8601 (UTC), read through Effect's `Clock` (so `TestClock` controls it).
  * - `append_file {path, line}` appends `line` and a newline to `path`, relative to a workspace directory, and
  *   returns `ok`. It refuses absolute paths, paths that resolve outside the workspace (`..`) and symbolic links that
- *   lead outside it; a refusal is an error result the model sees, not a failed turn. It never creates directories.
+ *   lead outside it, and it writes only a regular file with exactly one link: a FIFO, a device, a socket, a
+ *   directory or a file with another name (a hard link, which may be outside the workspace) is refused. A refusal is
+ *   an error result the model sees, naming the path as given and the reason, not a failed turn. It never creates
+ *   directories, and it never waits for a FIFO's reader.
+ *
+ * Both tools are interruptible: interrupted, a call ends at once and has no result committed (see `Tool`); the next
+ * turn answers it with `Chat.interruptedToolResults`.
  *
  * {@link toolkit} and {@link layer} build a {@link Tool.Toolkit} from tool names (as given to `--tools`); an unknown
  * name, or `append_file` without a usable workspace, is a {@link ToolSelectionError}.
@@ -15,9 +21,12 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as NFS from "node:fs"
 import { describeCause } from "./internal/describe.js"
 import * as Tool from "./Tool.js"
 
@@ -61,7 +70,17 @@ export interface AppendFileOptions {
  * `append_file {path, line}` confined to `options.workspace`.
  *
  * The check resolves the workspace and the target through `realPath`: an existing target must really be inside the
- * workspace; a new file's directory must exist and really be inside it; a dangling symbolic link is refused.
+ * workspace; a new file's directory must exist and really be inside it; a dangling symbolic link is refused. Only a
+ * regular file with exactly one link is written: a FIFO, a device, a socket or a directory is refused (so is a file
+ * with more than one link, since another of its names may be outside the workspace), before it is opened and again
+ * on the opened descriptor.
+ *
+ * The file is opened with `O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK`: a symbolic link swapped in as
+ * the last component after the check fails the open, and a FIFO swapped in fails it too (`ENXIO`) instead of
+ * waiting for a reader, which would hold a worker thread that no interruption can free. Once it is open, the
+ * descriptor must be a regular file with one link, and the path must still name it from a directory that is really
+ * inside the workspace; only then is the line written. Node has no `openat`, so a directory swapped between the
+ * checks and the open can still make the open create an empty file elsewhere; it is never written to.
  *
  * @since 0.1.0
  * @category tools
@@ -82,11 +101,12 @@ export const appendFile = (
           new Tool.ToolError({
             tool: "append_file",
             reason: "Failed",
-            detail: `${detail}: ${describeCause(cause)}`,
+            detail: `${detail}: ${describeFailure(cause)}`,
             cause
           })
 
         if (params.path.length === 0) return yield* refuse("path is empty")
+        if (params.path.includes("\0")) return yield* refuse(`path contains a NUL character: ${params.path}`)
         if (path.isAbsolute(params.path)) {
           return yield* refuse(`absolute paths are refused, give a path relative to the workspace: ${params.path}`)
         }
@@ -100,12 +120,25 @@ export const appendFile = (
             (relative !== ".." && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative))
         }
         const outside = `path resolves outside the workspace: ${params.path}`
+        // Only a regular file with one name is written: another name (a hard link) may be outside the workspace.
+        const unfit = (type: FileSystem.File.Type, links: number) =>
+          type !== "File"
+            ? refuse(`not a regular file (${type}): ${params.path}`)
+            : links !== 1
+            ? refuse(`the file has ${links} links (a hard link may lead outside the workspace): ${params.path}`)
+            : Effect.void
         const target = path.resolve(root, params.path)
         if (!within(target) || target === root) return yield* refuse(outside)
 
+        // `file` is the target with every symbolic link resolved: what is opened, without following links.
+        let file: string
         const real = yield* Effect.option(fs.realPath(target))
         if (Option.isSome(real)) {
           if (!within(real.value)) return yield* refuse(outside)
+          file = real.value
+          // refused before it is opened: opening a device or a FIFO can have effects of its own
+          const info = yield* Effect.mapError(fs.stat(file), failed(`cannot append to ${params.path}`))
+          yield* unfit(info.type, Option.getOrElse(info.nlink, () => 1))
         } else {
           // The target does not exist, or it is a symbolic link to nothing: following such a link could create a
           // file anywhere, so it is refused; otherwise the new file's directory must really be inside the workspace.
@@ -117,14 +150,140 @@ export const appendFile = (
             failed(`the directory of ${params.path} does not exist`)
           )
           if (!within(directory)) return yield* refuse(outside)
+          file = path.join(directory, path.basename(target))
         }
-        yield* Effect.mapError(
-          fs.writeFileString(target, `${params.line}\n`, { flag: "a" }),
-          failed(`cannot append to ${params.path}`)
+
+        const append = (fd: number) =>
+          Effect.gen(function*() {
+            const opened = yield* Effect.mapError(fstat(fd), failed(`cannot append to ${params.path}`))
+            yield* unfit(typeOf(opened), opened.nlink)
+            // the path still names the opened file, from a directory that is really inside the workspace
+            const directory = yield* Effect.mapError(
+              fs.realPath(path.dirname(file)),
+              failed(`the directory of ${params.path} is gone`)
+            )
+            if (!within(directory)) return yield* refuse(outside)
+            const named = yield* Effect.option(fs.stat(file))
+            if (
+              Option.isNone(named) || named.value.dev !== opened.dev ||
+              Option.getOrUndefined(named.value.ino) !== opened.ino
+            ) {
+              return yield* refuse(`path changed while it was opened: ${params.path}`)
+            }
+            yield* Effect.mapError(
+              writeAll(fd, new TextEncoder().encode(`${params.line}\n`)),
+              failed(`cannot append to ${params.path}`)
+            )
+          })
+        yield* withAppendDescriptor(file, append).pipe(
+          Effect.catchIf(isErrnoException, (error) => {
+            switch (error.code) {
+              // what appeared there after the check: a FIFO without a reader (O_NONBLOCK: no wait), a socket, a
+              // directory
+              case "ENXIO":
+              case "EISDIR":
+              case "EOPNOTSUPP":
+                return Effect.flatMap(Effect.option(fs.stat(file)), (info) => {
+                  const type = Option.isSome(info) && info.value.type !== "File" ? info.value.type : "Unknown"
+                  return refuse(`not a regular file (${type}): ${params.path}`)
+                })
+              // O_NOFOLLOW: the last component became a symbolic link after the check
+              case "ELOOP":
+                return refuse(`path changed while it was opened: ${params.path}`)
+              default:
+                return Effect.fail(failed(`cannot append to ${params.path}`)(error))
+            }
+          })
         )
         return "ok"
       })
   })
+
+/**
+ * How `append_file` opens a file: for appending, created if missing, never through a symbolic link as the last
+ * component, and never waiting (a FIFO without a reader fails with `ENXIO`).
+ */
+const appendFlags = NFS.constants.O_WRONLY | NFS.constants.O_APPEND | NFS.constants.O_CREAT |
+  NFS.constants.O_NOFOLLOW | NFS.constants.O_NONBLOCK
+
+const isErrnoException = (u: unknown): u is NodeJS.ErrnoException =>
+  u instanceof Error && Predicate.hasProperty(u, "code") && Predicate.isString(u.code)
+
+/** A failure for the model: the error code of a system call (its message carries absolute paths). */
+const describeFailure = (cause: unknown): string => isErrnoException(cause) ? String(cause.code) : describeCause(cause)
+
+/** The file types of `FileSystem.File.Type`, for a `node:fs` stat. */
+const typeOf = (stats: NFS.Stats): FileSystem.File.Type =>
+  stats.isFile()
+    ? "File"
+    : stats.isDirectory()
+    ? "Directory"
+    : stats.isSymbolicLink()
+    ? "SymbolicLink"
+    : stats.isBlockDevice()
+    ? "BlockDevice"
+    : stats.isCharacterDevice()
+    ? "CharacterDevice"
+    : stats.isFIFO()
+    ? "FIFO"
+    : stats.isSocket()
+    ? "Socket"
+    : "Unknown"
+
+/**
+ * One `node:fs` call on a descriptor. Uninterruptible: the call runs on a worker thread that cannot be stopped, and
+ * the descriptor must not be closed (and its number reused) under it. Such calls on a regular file do not block.
+ */
+const onDescriptor = <A>(
+  call: (callback: (error: NodeJS.ErrnoException | null, value: A) => void) => void
+): Effect.Effect<A, NodeJS.ErrnoException> =>
+  Effect.uninterruptible(
+    Effect.async<A, NodeJS.ErrnoException>((resume) =>
+      call((error, value) => resume(error === null ? Effect.succeed(value) : Effect.fail(error)))
+    )
+  )
+
+const fstat = (fd: number) => onDescriptor<NFS.Stats>((callback) => NFS.fstat(fd, callback))
+
+const writeAll = (fd: number, bytes: Uint8Array): Effect.Effect<void, NodeJS.ErrnoException> =>
+  Effect.flatMap(
+    onDescriptor<number>((callback) => NFS.write(fd, bytes, 0, bytes.length, null, callback)),
+    (written) => written < bytes.length ? writeAll(fd, bytes.subarray(written)) : Effect.void
+  )
+
+const close = (fd: number) => onDescriptor<void>((callback) => NFS.close(fd, (error) => callback(error, undefined)))
+
+/**
+ * Opens `file` with {@link appendFlags}, interruptibly (a descriptor that arrives after the interruption is closed),
+ * runs `use` with the descriptor and closes it, whatever the outcome.
+ */
+const withAppendDescriptor = <A, E, R>(
+  file: string,
+  use: (fd: number) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | NodeJS.ErrnoException, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(
+      restore(Effect.async<number, NodeJS.ErrnoException>((resume) => {
+        let abandoned = false
+        try {
+          NFS.open(file, appendFlags, 0o666, (error, fd) => {
+            if (!abandoned) resume(error === null ? Effect.succeed(fd) : Effect.fail(error))
+            else if (error === null) NFS.close(fd, () => undefined)
+          })
+        } catch (error) {
+          resume(Effect.fail(error as NodeJS.ErrnoException))
+        }
+        return Effect.sync(() => {
+          abandoned = true
+        })
+      })),
+      (fd) =>
+        restore(use(fd)).pipe(
+          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Effect.ignore(close(fd))),
+          Effect.zipLeft(close(fd))
+        )
+    )
+  )
 
 /**
  * The names of the built-in tools.

@@ -10,6 +10,15 @@
  * Tools run only outside recovery, from committed replies (see `Chat.step`); a tool's failure is never
  * provider-origin and is never replayed.
  *
+ * Running a call is interruptible, whatever the handler does: when the running fiber is interrupted (Ctrl-C in the
+ * CLI), the call ends at once with that interruption, and a handler still inside an uninterruptible region goes on
+ * in the background until the region ends, its result dropped (`Effect.disconnect`). An interrupted call has no
+ * result committed: the step stops there, and the next turn answers the call with `Chat.interruptedToolResults`,
+ * an error result saying it may or may not have taken effect; it is never run again. A handler must still not start
+ * an operating-system call that can block for ever (a synchronous `fs.*Sync`, or opening a FIFO for writing without
+ * `O_NONBLOCK`, which waits for a reader): Node cannot exit while a worker thread is stuck in such a call, so the
+ * process would not end although the fiber did.
+ *
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
@@ -163,7 +172,8 @@ export interface Service {
   readonly definitions: ReadonlyArray<Generation.ToolDefinition>
   /**
    * Runs one committed tool call and returns its result. Never fails: every failure (not enabled, arguments that
-   * do not decode, a {@link ToolError}, a defect) is an error result. Interruption is not caught.
+   * do not decode, a {@link ToolError}, a defect) is an error result. Interruption is not caught, and it takes
+   * effect at once, without waiting for the handler (see the module's documentation).
    */
   readonly run: (call: Message.ToolCall) => Effect.Effect<Message.ToolResultMessage>
 }
@@ -226,7 +236,10 @@ const runCall = <R>(
         detail: `invalid arguments: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
       })
     ),
-    Effect.flatMap((params) => Effect.suspend(() => tool.handler(params) as Effect.Effect<string, ToolError>)),
+    // disconnected: an interruption ends the call at once, even while the handler is in an uninterruptible region
+    Effect.flatMap((params) =>
+      Effect.disconnect(Effect.suspend(() => tool.handler(params) as Effect.Effect<string, ToolError>))
+    ),
     Effect.map((content) => result(call, content, false)),
     Effect.catchAllCause((cause) =>
       Cause.isInterrupted(cause)

@@ -1,7 +1,10 @@
 import { FileSystem, Path } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, TestClock } from "effect"
+import { Duration, Effect, Either, Exit, TestClock } from "effect"
+import { execFileSync } from "node:child_process"
+import * as NFS from "node:fs"
+import * as Net from "node:net"
 import * as BuiltinTools from "../src/BuiltinTools.js"
 import type * as Message from "../src/Message.js"
 
@@ -97,6 +100,99 @@ describe("BuiltinTools", () => {
         const result = yield* toolkit.run(call("append_file", { path: "alias/f.txt", line: "in" }))
         assert.deepStrictEqual([result.isError, result.content], [false, "ok"])
         assert.strictEqual(yield* fs.readFileString(path.join(workspace, "real/f.txt")), "in\n")
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.scoped(
+      "refuses a FIFO without opening it for a blocking write, with or without a reader",
+      () =>
+        Effect.gen(function*() {
+          const { fs, path, toolkit, workspace } = yield* setup
+          const fifo = path.join(workspace, "fifo")
+          execFileSync("mkfifo", [fifo])
+          yield* fs.makeDirectory(path.join(workspace, "sub"))
+          yield* fs.symlink(fifo, path.join(workspace, "sub/to-fifo"))
+          // Without a reader, opening the FIFO for writing would wait for one for ever.
+          expectRefused(
+            yield* toolkit.run(call("append_file", { path: "fifo", line: "x" })),
+            "not a regular file (FIFO): fifo"
+          )
+          expectRefused(
+            yield* toolkit.run(call("append_file", { path: "sub/to-fifo", line: "x" })),
+            "not a regular file (FIFO): sub/to-fifo"
+          )
+          // With a reader, nothing reaches it.
+          const reader = NFS.openSync(fifo, NFS.constants.O_RDONLY | NFS.constants.O_NONBLOCK)
+          yield* Effect.addFinalizer(() => Effect.sync(() => NFS.closeSync(reader)))
+          expectRefused(
+            yield* toolkit.run(call("append_file", { path: "fifo", line: "x" })),
+            "not a regular file (FIFO): fifo"
+          )
+          const read = Effect.try(() => NFS.readSync(reader, Buffer.alloc(16)))
+          const got = yield* Effect.either(read)
+          assert.isTrue(
+            Either.isLeft(got) ? (got.left.error as NodeJS.ErrnoException).code === "EAGAIN" : got.right === 0,
+            "nothing was written to the FIFO"
+          )
+          assert.isTrue(NFS.lstatSync(fifo).isFIFO())
+        }).pipe(Effect.provide(NodeContext.layer)),
+      { timeout: 5_000 }
+    )
+
+    it.scoped("refuses a hard link, which may be the name of a file outside the workspace", () =>
+      Effect.gen(function*() {
+        const { fs, outside, path, toolkit, workspace } = yield* setup
+        const secret = path.join(outside, "secret.txt")
+        yield* fs.writeFileString(secret, "keep\n")
+        NFS.linkSync(secret, path.join(workspace, "hard"))
+        yield* fs.makeDirectory(path.join(workspace, "sub"))
+        NFS.linkSync(secret, path.join(workspace, "sub/hard2"))
+        expectRefused(
+          yield* toolkit.run(call("append_file", { path: "hard", line: "x" })),
+          "the file has 3 links (a hard link may lead outside the workspace): hard"
+        )
+        expectRefused(
+          yield* toolkit.run(call("append_file", { path: "./sub/hard2", line: "x" })),
+          "the file has 3 links (a hard link may lead outside the workspace): ./sub/hard2"
+        )
+        assert.strictEqual(yield* fs.readFileString(secret), "keep\n")
+        // two names inside the workspace are refused too: the count is all a tool can see
+        yield* fs.writeFileString(path.join(workspace, "twice.txt"), "")
+        NFS.linkSync(path.join(workspace, "twice.txt"), path.join(workspace, "twice-again.txt"))
+        expectRefused(
+          yield* toolkit.run(call("append_file", { path: "twice.txt", line: "x" })),
+          "the file has 2 links"
+        )
+        assert.strictEqual(yield* fs.readFileString(path.join(workspace, "twice.txt")), "")
+      }).pipe(Effect.provide(NodeContext.layer)))
+
+    it.scoped("refuses a directory, a socket and a device, and a symbolic link to a file outside", () =>
+      Effect.gen(function*() {
+        const { fs, outside, path, toolkit, workspace } = yield* setup
+        yield* fs.makeDirectory(path.join(workspace, "dir"))
+        yield* fs.symlink(path.join(workspace, "dir"), path.join(workspace, "dir-alias"))
+        const socket = path.join(workspace, "sock")
+        const server = Net.createServer()
+        yield* Effect.acquireRelease(
+          Effect.async<void>((resume) => void server.listen(socket, () => resume(Effect.void))),
+          () => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+        )
+        yield* fs.writeFileString(path.join(outside, "existing.txt"), "keep\n")
+        yield* fs.symlink(path.join(outside, "existing.txt"), path.join(workspace, "escape"))
+        yield* fs.symlink("/dev/null", path.join(workspace, "null"))
+        const refused = [
+          ["dir", "not a regular file (Directory): dir"],
+          ["dir/", "not a regular file (Directory): dir/"],
+          ["dir-alias", "not a regular file (Directory): dir-alias"],
+          ["sock", "not a regular file (Socket): sock"],
+          ["escape", "path resolves outside the workspace: escape"],
+          ["null", "path resolves outside the workspace: null"]
+        ]
+        for (const [target, why] of refused) {
+          expectRefused(yield* toolkit.run(call("append_file", { path: target, line: "x" })), why)
+        }
+        assert.strictEqual(yield* fs.readFileString(path.join(outside, "existing.txt")), "keep\n")
+        assert.deepStrictEqual(yield* fs.readDirectory(path.join(workspace, "dir")), [])
+        assert.isTrue(NFS.lstatSync(socket).isSocket())
       }).pipe(Effect.provide(NodeContext.layer)))
 
     it.scoped("a missing directory or bad arguments give error results", () =>

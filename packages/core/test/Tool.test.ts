@@ -1,5 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Ref, Schema } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Ref, Schema, Stream } from "effect"
+import * as Chat from "../src/Chat.js"
+import * as Generation from "../src/Generation.js"
+import * as Message from "../src/Message.js"
+import * as Provider from "../src/Provider.js"
 import * as Tool from "../src/Tool.js"
 
 class Greeting extends Context.Tag("test/Greeting")<Greeting, string>() {}
@@ -160,6 +164,100 @@ describe("Tool", () => {
       const own = yield* Effect.exit(toolkit.run(call("self", {})))
       assert.isTrue(Exit.isInterrupted(own))
     }))
+
+  it.effect(
+    "a handler inside an uninterruptible region does not hold up the interruption of its call",
+    () =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const finished = yield* Deferred.make<void>()
+        // e.g. a handler that opens a file with @effect/platform's `open`, which acquires uninterruptibly
+        const stuck = Tool.make("stuck", {
+          description: "d",
+          parameters: Schema.Struct({}),
+          handler: () =>
+            Effect.uninterruptible(
+              Deferred.succeed(started, undefined).pipe(
+                Effect.zipRight(Deferred.await(release)),
+                Effect.zipRight(Deferred.succeed(finished, undefined)),
+                Effect.as("late")
+              )
+            )
+        })
+        const toolkit = yield* Tool.toolkit([stuck])
+        const fiber = yield* Effect.fork(toolkit.run(call("stuck", {})))
+        yield* Deferred.await(started)
+        const exit = yield* Fiber.interrupt(fiber)
+        assert.isTrue(Exit.isInterrupted(exit))
+        assert.isFalse(yield* Deferred.isDone(finished))
+        // the handler goes on in the background until its region ends; its result goes nowhere
+        yield* Deferred.succeed(release, undefined)
+        yield* Deferred.await(finished)
+      }),
+    { timeout: 5_000 }
+  )
+
+  it.effect(
+    "interrupting a step while its tool runs ends it at once, with nothing committed after the reply",
+    () =>
+      Effect.gen(function*() {
+        const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const finished = yield* Deferred.make<void>()
+        const stuck = Tool.make("stuck", {
+          description: "d",
+          parameters: Schema.Struct({}),
+          handler: () =>
+            Effect.uninterruptible(
+              Deferred.succeed(started, undefined).pipe(
+                Effect.zipRight(Deferred.await(release)),
+                Effect.zipRight(Deferred.succeed(finished, undefined)),
+                Effect.as("late")
+              )
+            )
+        })
+        const replies: ReadonlyArray<ReadonlyArray<Generation.GenerationEvent>> = [
+          [
+            Generation.ToolCallComplete({ call: { id: "c1", name: "stuck", arguments: {} } }),
+            Generation.Finish({ reason: "tool_calls", providerReason: "tool_calls" })
+          ],
+          [Generation.TextDelta({ text: "never" }), Generation.Finish({ reason: "stop", providerReason: "stop" })]
+        ]
+        const sends = yield* Ref.make(0)
+        const provider: Provider.Service = {
+          protocol: "scripted",
+          stream: () =>
+            Stream.unwrap(
+              Effect.map(Ref.getAndUpdate(sends, (n) => n + 1), (n) => Stream.fromIterable(replies[Math.min(n, 1)]))
+            )
+        }
+        const commits = yield* Ref.make<ReadonlyArray<Chat.Commit>>([])
+        const fiber = yield* Chat.step([Message.user("go")], {
+          model: "m",
+          onCommit: (commit) => Ref.update(commits, (all) => [...all, commit])
+        }).pipe(
+          Effect.provide(Layer.mergeAll(Layer.succeed(Provider.Provider, provider), Tool.layer([stuck]))),
+          Effect.fork
+        )
+        yield* Deferred.await(started)
+        const exit = yield* Fiber.interrupt(fiber)
+        assert.isTrue(Exit.isInterrupted(exit))
+        assert.deepStrictEqual((yield* Ref.get(commits)).map((c) => c._tag), ["Reply"])
+        yield* Deferred.succeed(release, undefined)
+        yield* Deferred.await(finished)
+        // the tool's late result is not committed and no further reply is requested
+        const committed = yield* Ref.get(commits)
+        assert.deepStrictEqual(committed.map((c) => c._tag), ["Reply"])
+        assert.strictEqual(yield* Ref.get(sends), 1)
+        // the next turn answers the call with an error result, without running it again
+        const next = Chat.interruptedToolResults([Message.user("go"), ...committed.map((c) => c.message)])
+        assert.deepStrictEqual(next.map((r) => [r.toolCallId, r.isError, r.content]), [
+          ["c1", true, Chat.interruptedToolCall]
+        ])
+      }),
+    { timeout: 5_000 }
+  )
 
   it.effect("two tools with the same name are a defect", () =>
     Effect.gen(function*() {
