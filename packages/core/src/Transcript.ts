@@ -335,7 +335,7 @@ const unfinishedTail = (fs: FileSystem.FileSystem, path: string) =>
 
 /**
  * Appends messages, one line each, creating the file if needed, in one write that is flushed to the disk before it
- * returns. Earlier lines are never rewritten. If the file does not end with a newline, its last line is either a
+ * returns; a write that fails part way (a full disk) is cut back, leaving the file as it was. Earlier lines are never rewritten. If the file does not end with a newline, its last line is either a
  * message (a hand edit that lost the newline: a newline is written first) or a torn write, which is removed first:
  * it was never acknowledged (see {@link Contents.torn}).
  *
@@ -358,11 +358,20 @@ export const append = (
         if (isJson(tail.text)) separator = "\n"
         else yield* fs.truncate(path, tail.from)
       }
+      // where this commit starts: a write that fails part way (a full disk) is cut back to it, so the file holds no
+      // part of a commit that was not acknowledged (for one writer: see the CLI's session lock)
+      const start = yield* fs.stat(path).pipe(
+        Effect.map((info) => info.size),
+        Effect.catchIf(
+          (error) => error._tag === "SystemError" && error.reason === "NotFound",
+          () => Effect.succeed(FileSystem.Size(0))
+        )
+      )
       yield* Effect.scoped(Effect.gen(function*() {
         const file = yield* fs.open(path, { flag: "a" })
         yield* file.writeAll(new TextEncoder().encode(separator + lines))
         yield* file.sync
-      }))
+      })).pipe(Effect.tapError(() => Effect.ignore(fs.truncate(path, start))))
     }))
   }).pipe(
     Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describeCause(cause), cause }))

@@ -1,7 +1,7 @@
-import { FileSystem, Path } from "@effect/platform"
+import { Error as PlatformError, FileSystem, Path } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Layer } from "effect"
 import * as Message from "../src/Message.js"
 import * as Transcript from "../src/Transcript.js"
 
@@ -168,5 +168,46 @@ describe("Transcript.read, line by line", () => {
       yield* fs.makeDirectory(file)
       assert.strictEqual((yield* Effect.flip(Transcript.read(file))).reason, "Read")
       assert.strictEqual((yield* Effect.flip(Transcript.read("/dev/zero"))).reason, "Read")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("Transcript.append on a full disk", () => {
+  // A unit: the disk is the real file system, except that an append writes half its bytes and then fails with
+  // ENOSPC, as a full disk does.
+  const fullDisk = Effect.gen(function*() {
+    const real = yield* FileSystem.FileSystem
+    const open: FileSystem.FileSystem["open"] = (path, options) =>
+      Effect.map(
+        real.open(path, options),
+        (file) =>
+          options?.flag !== "a" ? file : Object.assign(Object.create(file) as FileSystem.File, {
+            writeAll: (buffer: Uint8Array) =>
+              Effect.zipRight(
+                file.writeAll(buffer.subarray(0, Math.floor(buffer.length / 2))),
+                Effect.fail(
+                  new PlatformError.SystemError({
+                    module: "FileSystem",
+                    method: "writeAll",
+                    reason: "Unknown",
+                    description: "ENOSPC: no space left on device"
+                  })
+                )
+              )
+          })
+      )
+    return Layer.succeed(FileSystem.FileSystem, { ...real, open })
+  })
+
+  it.scoped("a write that fails part way is cut back: the file is as it was, and the error says why", () =>
+    Effect.gen(function*() {
+      const { file, fs } = yield* session
+      yield* Transcript.append(file, messages.slice(0, 2))
+      const before = yield* fs.readFileString(file)
+      const layer = yield* fullDisk
+      const failure = yield* Effect.flip(Transcript.append(file, messages.slice(2, 5)).pipe(Effect.provide(layer)))
+      assert.strictEqual(failure.reason, "Write")
+      assert.include(failure.message, "no space left")
+      assert.strictEqual(yield* fs.readFileString(file), before)
+      assert.deepStrictEqual(yield* Transcript.load(file), messages.slice(0, 2))
     }).pipe(Effect.provide(NodeContext.layer)))
 })
