@@ -88,7 +88,8 @@ const parseHolder = (line: string): Holder | undefined => {
       typeof value === "object" && value !== null && "pid" in value && typeof value.pid === "number" &&
       "command" in value && typeof value.command === "string"
     ) {
-      return { pid: value.pid, command: value.command.slice(0, 80) }
+      // another process's words, printed on our stderr: visible ASCII only
+      return { pid: value.pid, command: value.command.slice(0, 80).replace(/[^\x20-\x7e]/g, "?") }
     }
   } catch {
     // not a holder's greeting: say nothing of it
