@@ -10,6 +10,18 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
 /**
+ * The terminal that stdout and stderr both write to, when what was written may be redrawn there
+ * ({@link redrawAllowed}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Terminal {
+  /** Its size now, in character cells (it may change while the process runs). */
+  readonly size: () => { readonly columns: number; readonly rows: number }
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -18,6 +30,11 @@ export interface Service {
   readonly stderr: (text: string) => Effect.Effect<void>
   /** Whether stdout is a terminal: previews then stream live. */
   readonly isTTY: boolean
+  /**
+   * Present when stdout and stderr are one terminal that may be redrawn: a discarded preview is then erased and a
+   * backoff shows a countdown. Absent, output is written once and never taken back.
+   */
+  readonly terminal?: Terminal | undefined
 }
 
 /**
@@ -58,26 +75,32 @@ export const layerProcess: Layer.Layer<Output> = Layer.sync(Output, () => {
   for (const stream of [process.stdout, process.stderr]) {
     if (!stream.listeners("error").includes(onBrokenPipe)) stream.on("error", onBrokenPipe)
   }
+  const terminal: Terminal = {
+    // 0 when Node does not know it: nothing then fits, and nothing is erased
+    size: () => ({ columns: process.stdout.columns ?? 0, rows: process.stdout.rows ?? 0 })
+  }
   return {
     stdout: write(process.stdout),
     stderr: write(process.stderr),
-    isTTY: process.stdout.isTTY === true
+    isTTY: process.stdout.isTTY === true,
+    ...(redrawAllowed(process.stdout, process.stderr, process.env) ? { terminal } : {})
   }
 })
 
 /**
- * Collects output in memory.
+ * Collects output in memory; with `terminal`, as if written to a terminal of that size that may be redrawn.
  *
  * @since 0.1.0
  * @category layers
  */
-export const makeCapture = (isTTY = false) => {
+export const makeCapture = (isTTY = false, terminal?: Terminal | undefined) => {
   const out: Array<string> = []
   const err: Array<string> = []
   const service: Service = {
     stdout: (text) => Effect.sync(() => void out.push(text)),
     stderr: (text) => Effect.sync(() => void err.push(text)),
-    isTTY
+    isTTY,
+    ...(terminal === undefined ? {} : { terminal })
   }
   return {
     layer: Layer.succeed(Output, service),
@@ -111,6 +134,20 @@ const sgr = /\u001b\[[0-9;]*m/g
  */
 export const colourAllowed = (stream: { readonly isTTY?: boolean | undefined }, env: NodeJS.ProcessEnv): boolean =>
   stream.isTTY === true && (env.NO_COLOR === undefined || env.NO_COLOR === "")
+
+/**
+ * Whether reprise may move the cursor to redraw what it wrote (erase a discarded preview, update a countdown): only
+ * when stdout and stderr are both terminals (then, interactively, the same one) and nothing asks for plain output,
+ * neither `NO_COLOR` set to a non-empty value nor `TERM=dumb`. Otherwise every byte written stays where it is.
+ *
+ * @since 0.1.0
+ * @category terminal
+ */
+export const redrawAllowed = (
+  stdout: { readonly isTTY?: boolean | undefined },
+  stderr: { readonly isTTY?: boolean | undefined },
+  env: NodeJS.ProcessEnv
+): boolean => colourAllowed(stdout, env) && colourAllowed(stderr, env) && env.TERM !== "dumb"
 
 /**
  * Removes SGR escape sequences (colour, bold) from text.

@@ -4,7 +4,10 @@
  * - `plain` (stdout is not a TTY): stdout gets exactly the committed reply text and one newline; stderr gets one
  *   line per retry and one line for a final error.
  * - `tty`: previews stream live on stdout; when an attempt is discarded, a notice on stderr says how much was
- *   discarded and the replay starts on a fresh line.
+ *   discarded and the replay starts on a fresh line. When stdout and stderr are one terminal that may be redrawn
+ *   (`Output.Service.terminal`, see `Output.redrawAllowed`), a discarded preview that is still all on the screen is
+ *   erased first, so the screen holds one answer, and a backoff shows a countdown (`reprise: retrying in 12s…`)
+ *   that the next attempt clears.
  * - `json`: one JSON object per line on stdout: `attempt`, `delta`, `discard`, `retry`, `tool_call`, `tool_result`,
  *   `commit`, `error`.
  *
@@ -14,8 +17,10 @@ import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as TransportError from "@reprise/core/TransportError"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
 import * as Sanitize from "./Sanitize.js"
@@ -70,6 +75,116 @@ export const shortReason = (error: unknown): string => {
  */
 export const seconds = (delay: Duration.Duration): string => `${(Duration.toMillis(delay) / 1000).toFixed(1)}s`
 
+// -----------------------------------------------------------------------------
+// redrawing a terminal
+// -----------------------------------------------------------------------------
+
+/** Clears the cursor's line and leaves the cursor in its first column. */
+const clearLine = "\r\u001b[K"
+
+/** Moves the cursor `rows` lines up, to the first column, and clears from there to the end of the screen. */
+const clearRowsAbove = (rows: number) => `\u001b[${rows}F\u001b[J`
+
+// Double-width ranges of East Asian text (Unicode's East_Asian_Width W and F), as terminals draw them.
+const wideRanges: ReadonlyArray<readonly [number, number]> = [
+  [0x1100, 0x115f],
+  [0x231a, 0x231b],
+  [0x2329, 0x232a],
+  [0x2e80, 0x303e],
+  [0x3041, 0x33ff],
+  [0x3400, 0x4dbf],
+  [0x4e00, 0x9fff],
+  [0xa000, 0xa4cf],
+  [0xa960, 0xa97f],
+  [0xac00, 0xd7a3],
+  [0xf900, 0xfaff],
+  [0xfe10, 0xfe19],
+  [0xfe30, 0xfe6f],
+  [0xff00, 0xff60],
+  [0xffe0, 0xffe6],
+  [0x20000, 0x3fffd]
+]
+const zeroWidth = /^[\p{Mn}\p{Me}\u200b\u2060]$/u
+const emoji = /^\p{Emoji_Presentation}$/u
+// Where terminals disagree on the width: a joined emoji sequence, a presentation selector, flags, skin tones.
+const disputed = /^[\u200c\u200d\ufe0e\ufe0f\u{1f1e6}-\u{1f1ff}\u{1f3fb}-\u{1f3ff}]$/u
+
+/** The cells a character other than ASCII takes on a terminal: 0, 1 or 2, or `undefined` when it cannot be told. */
+const cells = (char: string, code: number): number | undefined => {
+  // C0 and C1 controls, DEL: they move the cursor or start a sequence
+  if (code < 0xa0 || disputed.test(char)) return undefined
+  if (zeroWidth.test(char)) return 0
+  for (const [from, to] of wideRanges) {
+    if (code < from) break
+    if (code <= to) return 2
+  }
+  return emoji.test(char) ? 2 : 1
+}
+
+/**
+ * Follows the cursor over what a preview writes, from the first column of a row, as the terminal wraps it: how many
+ * rows down it went and whether it can still be told. Past the screen's height the first row has scrolled out of
+ * reach and counting stops.
+ */
+const makeRows = () => {
+  let columns = 0
+  let limit = 0
+  let row = 0
+  let column = 0
+  let written = false
+  let known = false
+  return {
+    start: (size: { readonly columns: number; readonly rows: number }) => {
+      columns = size.columns
+      limit = size.rows
+      row = 0
+      column = 0
+      written = false
+      known = columns > 0 && limit > 0
+    },
+    write: (text: string) => {
+      for (const char of text) {
+        if (!known) return
+        if (char === "\n") {
+          row++
+          column = 0
+        } else if (char === "\r") {
+          column = 0
+        } else if (char === "\t") {
+          // to the next tab stop, never past the last column
+          if (column < columns) column = Math.min(columns - 1, (Math.floor(column / 8) + 1) * 8)
+        } else {
+          const code = char.codePointAt(0)!
+          const width = code >= 0x20 && code < 0x7f ? 1 : cells(char, code)
+          if (width === undefined) {
+            // ESC, a backspace, a disputed emoji: the cursor went somewhere this does not follow
+            known = false
+            return
+          }
+          if (width === 0) continue
+          written = true
+          // a character that does not fit goes to the next row (a full row leaves the cursor on its last column)
+          if (column + width > columns) {
+            row++
+            column = 0
+          }
+          column += width
+        }
+        if (row >= limit) known = false
+      }
+    },
+    /**
+     * What erases everything written since {@link start}, when all of it is still on a screen of `size`; `""` when
+     * nothing was written; `undefined` when it cannot be erased.
+     */
+    erase: (size: { readonly columns: number; readonly rows: number }): string | undefined => {
+      if (!known || size.columns !== columns || row >= size.rows) return undefined
+      if (row === 0) return written || column > 0 ? clearLine : ""
+      return clearRowsAbove(row)
+    }
+  }
+}
+
 /**
  * The notification consumer of one turn.
  *
@@ -86,21 +201,65 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
       output.stdout(line(sanitizer.scrubJson(value) as Record<string, unknown>))
     // The live preview of the current attempt, held back where it might end in the first part of the key.
     const preview = sanitizer.stream()
-    const flushPreview = (attempt: number) => {
-      const rest = preview.flush()
-      if (rest.length === 0) return Effect.void
-      if (mode === "json") return json({ type: "delta", attempt, text: rest })
-      if (mode === "tty") {
-        midLine = !rest.endsWith("\n")
-        return output.stdout(rest)
-      }
-      return Effect.void
-    }
     let attempt = 0
     let discarded: { attempt: number; chars: number; error: unknown } | undefined
     let maxAttempts = 0
     // Whether the TTY cursor is mid-line after a preview.
     let midLine = false
+
+    // Where previews may be redrawn: a terminal, and not --json.
+    const terminal = mode === "tty" ? output.terminal : undefined
+    // The rows the current attempt's preview took on it.
+    const rows = makeRows()
+    // What erases the discarded preview once its retry is scheduled (a preview that is not replayed stays).
+    let erase: string | undefined
+    // Whether a discarded preview of this reply was left on the screen.
+    let leftOnScreen = false
+
+    const show = (text: string) => {
+      midLine = !text.endsWith("\n")
+      rows.write(text)
+      return output.stdout(text)
+    }
+    const flushPreview = (attempt: number) => {
+      const rest = preview.flush()
+      if (rest.length === 0) return Effect.void
+      if (mode === "json") return json({ type: "delta", attempt, text: rest })
+      if (mode === "tty") return show(rest)
+      return Effect.void
+    }
+
+    // The countdown of a backoff: one line on stderr, redrawn when the whole seconds left change, cleared when it
+    // stops (the wait is over, the next attempt starts, or the waiting fiber is interrupted).
+    let countdown: Fiber.RuntimeFiber<void> | undefined
+    const stopCountdown = Effect.suspend(() => {
+      const fiber = countdown
+      countdown = undefined
+      return fiber === undefined ? Effect.void : Fiber.interrupt(fiber)
+    })
+    const startCountdown = (screen: Output.Terminal, delay: Duration.Duration) =>
+      Effect.gen(function*() {
+        const millis = Duration.toMillis(delay)
+        if (!Number.isFinite(millis) || millis <= 0) return
+        const end = (yield* Clock.currentTimeMillis) + millis
+        let drawn = false
+        const draw = Effect.gen(function*() {
+          while (true) {
+            const left = end - (yield* Clock.currentTimeMillis)
+            if (left <= 0) return
+            const whole = Math.ceil(left / 1000)
+            const text = `reprise: retrying in ${whole}s…`
+            // a line that wraps could not be cleared from its start
+            if (text.length >= screen.size().columns) return
+            yield* output.stderr(clearLine + text)
+            drawn = true
+            yield* Effect.sleep(Duration.millis(left - (whole - 1) * 1000))
+          }
+        })
+        const cleared = Effect.suspend(() => drawn ? output.stderr(clearLine) : Effect.void)
+        // A child of the fiber that waits out the backoff, so interrupting that fiber (Ctrl-C) clears the line too.
+        countdown = yield* Effect.fork(Effect.interruptible(Effect.ensuring(draw, cleared)))
+      })
 
     const notify = (n: RecoveryNotifications.Notification): Effect.Effect<void> => {
       switch (n._tag) {
@@ -108,20 +267,29 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
           maxAttempts = n.maxAttempts
           attempt = n.attempt
           preview.reset()
-          return mode === "json" ? json({ type: "attempt", attempt: n.attempt }) : Effect.void
+          erase = undefined
+          if (mode === "json") return json({ type: "attempt", attempt: n.attempt })
+          // the line of the countdown is cleared before this attempt writes, and its preview starts in the first column
+          return terminal === undefined
+            ? Effect.void
+            : Effect.zipRight(stopCountdown, Effect.sync(() => rows.start(terminal.size())))
         case "Preview": {
           if (n.event._tag !== "TextDelta" || n.event.text.length === 0 || mode === "plain") return Effect.void
           const text = preview.push(n.event.text)
           if (text.length === 0) return Effect.void
           if (mode === "json") return json({ type: "delta", attempt: n.attempt, text })
-          midLine = !text.endsWith("\n")
-          return output.stdout(text)
+          return show(text)
         }
         case "AttemptDiscarded": {
           // What was held back is dropped with the discarded attempt, never shown: an attempt cut mid-key leaves the
           // key's first characters there. (So a notice's "discarded N chars" may count a few never shown.)
           preview.reset()
           discarded = { attempt: n.attempt, chars: n.discardedText.length, error: n.error }
+          // On a terminal, a preview still all on the screen is erased once its retry is scheduled; until then it
+          // stays, and the fresh line waits for the end of the reply (a failure that is not replayed).
+          erase = terminal === undefined ? undefined : rows.erase(terminal.size())
+          if (erase !== undefined) return Effect.void
+          if (terminal !== undefined) leftOnScreen = true
           const fresh = mode === "tty" && midLine ? output.stdout("\n") : Effect.void
           midLine = false
           return mode === "json"
@@ -129,6 +297,9 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
             : fresh
         }
         case "RetryScheduled": {
+          const gone = erase === undefined || erase === "" ? Effect.void : output.stdout(erase)
+          if (erase !== undefined) midLine = false
+          erase = undefined
           const d = discarded
           const notice = d === undefined ? Effect.void : output.stderr(
             `reprise: attempt ${d.attempt}/${maxAttempts} failed (${
@@ -139,35 +310,52 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
           const event = mode === "json"
             ? json({ type: "retry", attempt: n.nextAttempt, delay: Duration.toMillis(n.delay), source: n.delaySource })
             : Effect.void
-          return Effect.zipRight(event, notice)
+          const wait = terminal === undefined ? Effect.void : startCountdown(terminal, n.delay)
+          return Effect.zipRight(Effect.zipRight(gone, event), Effect.zipRight(notice, wait))
         }
         case "Committed":
         case "Exhausted":
         case "Failed": {
+          erase = undefined
           // only a committed attempt's held-back text is shown; a failed one's may be the start of the key
-          const held = n._tag === "Committed" ? flushPreview(attempt) : Effect.sync(() => preview.reset())
+          const held = Effect.zipRight(
+            stopCountdown,
+            n._tag === "Committed" ? flushPreview(attempt) : Effect.sync(() => preview.reset())
+          )
           const fresh = Effect.suspend(() => mode === "tty" && midLine ? output.stdout("\n") : Effect.void).pipe(
             Effect.tap(() => {
               midLine = false
             })
           )
-          // A discarded preview on a TTY cannot be taken back: say plainly that it was not the answer.
-          return n._tag === "Failed" || n._tag === "Exhausted" || discarded === undefined || mode !== "tty"
+          // A discarded preview left on a TTY cannot be taken back: say plainly that it was not the answer. (Erased
+          // ones are gone, and their retry notices already said what was discarded.)
+          const d = discarded
+          const stillShown = terminal === undefined || leftOnScreen
+          return n._tag !== "Committed" || d === undefined || mode !== "tty" || !stillShown
             ? Effect.zipRight(held, fresh)
             : Effect.zipRight(
               Effect.zipRight(held, fresh),
               output.stderr(
                 `reprise: attempt ${
-                  discarded.attempt + 1
+                  d.attempt + 1
                 } committed; text shown by earlier attempts is not part of the answer\n`
               )
             )
         }
+        default:
+          // Notifications this renderer does not show.
+          return Effect.void
       }
     }
 
     return {
       notifications: { notify } satisfies RecoveryNotifications.Service,
+      /**
+       * Stops the countdown of a backoff, if one runs, and clears its line: for the end of a turn however it ended,
+       * before anything else is written. (Without it the countdown still stops when the fiber that waits out the
+       * backoff ends, interrupted or not, but only after that fiber's own finalizers.)
+       */
+      stop: stopCountdown,
       toolCall: (call: Message.ToolCall) =>
         mode === "json"
           ? json({ type: "tool_call", id: call.id, name: call.name, arguments: sanitizer.scrubJson(call.arguments) })
@@ -190,6 +378,7 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
           : Effect.void,
       commit: (reply: Generation.Reply, final: boolean) => {
         discarded = undefined
+        leftOnScreen = false
         if (mode === "json") {
           return json({
             type: "commit",

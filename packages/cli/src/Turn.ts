@@ -106,7 +106,10 @@ export const run = (
       maxTokens: Option.getOrUndefined(settings.maxTokens),
       onCommit
     }).pipe(Effect.provideService(RecoveryNotifications.RecoveryNotifications, render.notifications))
-    const exit = yield* Effect.exit(interruptible(settings.recovery ? step : Recovery.disabled(step)))
+    // the countdown of a backoff is cleared however the step ends (committed, failed or interrupted)
+    const exit = yield* Effect.exit(
+      interruptible((settings.recovery ? step : Recovery.disabled(step)).pipe(Effect.ensuring(render.stop)))
+    )
     if (Exit.isSuccess(exit)) return { committed, result: Either.right(exit.value), render }
     // interrupted once the final reply was committed: the turn is done, and nothing of it was lost
     if (final !== undefined && Cause.isInterruptedOnly(exit.cause)) {
