@@ -5,7 +5,7 @@
  * | code | meaning |
  * |---|---|
  * | 0 | committed (an incomplete finish such as `length` too, with a notice on stderr) |
- * | 1 | permanent provider error: bad request, quota, redirect refused, malformed stream, unrecoverable overflow |
+ * | 1 | permanent provider error: bad request, quota, redirect refused, malformed stream, reply too large, protocol violation, unrecoverable overflow |
  * | 2 | usage or configuration error: bad flag, missing key, invalid number, corrupt session file |
  * | 75 | transient failure not recovered: attempts or deadline exhausted, rate limited, Retry-After past the deadline |
  * | 76 | authentication or permission (401/403) |

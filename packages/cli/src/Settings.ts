@@ -181,8 +181,9 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
           new UsageError({ detail: `${ProviderOptions.baseUrlVariable(protocol)} is not readable` })
         )
       )
-    if (!ProviderOptions.isHttpUrl(baseUrl)) {
-      return yield* fail(`the base URL must be an http(s) URL, got ${JSON.stringify(baseUrl)}`)
+    const baseUrlProblem = ProviderOptions.baseUrlProblem(baseUrl)
+    if (baseUrlProblem !== undefined) {
+      return yield* fail(`the base URL ${baseUrlProblem}, got ${JSON.stringify(baseUrl)}`)
     }
     const keyVariable = Option.getOrElse(parsed.apiKeyEnv, () => ProviderOptions.apiKeyVariable(protocol))
     if (!envName.test(keyVariable)) return yield* fail(`--api-key-env must name an environment variable`)

@@ -3,6 +3,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import { assert, describe, it } from "@effect/vitest"
 import * as Chat from "@reprise/core/Chat"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import { RecoveryExhausted } from "@reprise/core/RecoveryExhausted"
 import * as TransportError from "@reprise/core/TransportError"
 import { ConfigError, Duration } from "effect"
@@ -34,6 +35,18 @@ describe("ExitCode", () => {
     ["redirect", ProviderFailure.fromHttpStatus({ status: 308 }), 1, "ProviderRejection.RedirectRefused"],
     ["overflow", ProviderFailure.fromHttpStatus({ status: 413 }), 1, "ProviderRejection.ContextOverflow"],
     ["malformed", ProviderFailure.fromInBandError({ code: "x" }), 1, "TransportError.ProviderError"],
+    [
+      "reply too large",
+      new ProviderRejection.ProviderRejection({ reason: "ReplyTooLarge", detail: "more than 2048 bytes" }),
+      1,
+      "ProviderRejection.ReplyTooLarge"
+    ],
+    [
+      "protocol violation",
+      new ProviderRejection.ProviderRejection({ reason: "ProtocolViolation", detail: "an unexpected 100 Continue" }),
+      1,
+      "ProviderRejection.ProtocolViolation"
+    ],
     [
       "a reset surfaced without replay",
       new TransportError.TransportError({ reason: "Reset" }),

@@ -8,6 +8,7 @@
  * | HTTP 408, 429, 500, 502, 503, 504, 529 | 400, 401, 402, 403, 404, 413, 422, 501, 505, any 3xx |
  * | 409 only with `x-should-retry: true` | anything with `x-should-retry: false` |
  * | `overloaded_error`, `api_error`, `rate_limit_error`, `server_error`, `rate_limit_exceeded` | `insufficient_quota`, context overflow, malformed streams |
+ * | | a reply over its size bound, a response the HTTP client cannot read (every `ProviderRejection`) |
  *
  * @since 0.1.0
  */

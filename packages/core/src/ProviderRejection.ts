@@ -1,6 +1,7 @@
 /**
  * `ProviderRejection` is a provider's definite "no": the request, the key or the account is wrong, the context is
- * too long, the server redirected us, or the stream could not be decoded. None of these is replayed by
+ * too long, the server redirected us, the stream could not be decoded, the reply was over its size bound, or the
+ * response broke HTTP in a way the client cannot read. Each would recur on a replay, so none is replayed by
  * {@link Recovery}; a context overflow has its own policy in {@link Overflow}.
  *
  * @since 0.1.0
@@ -30,7 +31,13 @@ export type TypeId = typeof TypeId
  *   long", 413).
  * - `RedirectRefused`: a 3xx inside a recovery scope (304 Not Modified is not a redirect: `OtherStatus`); no
  *   second request is made.
- * - `MalformedStream`: an event that could not be decoded, or one over the size bound.
+ * - `MalformedStream`: an event that could not be decoded, one over the size bound, or a JSON value read whole
+ *   (tool-call arguments) nested deeper than the nesting bound.
+ * - `ReplyTooLarge`: the response body of one attempt passed the reply size bound (`maxReplyBytes`); a replay would
+ *   be as long.
+ * - `ProtocolViolation`: a response the HTTP client cannot read: a header section over its limit, an unexpected
+ *   `100 Continue` or protocol upgrade, bytes that are not HTTP/1.1, or a body in a content encoding it does not
+ *   decode. The same server answers a replay the same way.
  * - `OtherStatus`: any other status that is not on the replay allowlist (501, 505, …).
  *
  * @since 0.1.0
@@ -45,6 +52,8 @@ export const Reason = Schema.Literal(
   "ContextOverflow",
   "RedirectRefused",
   "MalformedStream",
+  "ReplyTooLarge",
+  "ProtocolViolation",
   "OtherStatus"
 )
 
@@ -114,6 +123,10 @@ const describeReason = (reason: Reason): string => {
       return "redirect refused"
     case "MalformedStream":
       return "malformed stream"
+    case "ReplyTooLarge":
+      return "reply too large"
+    case "ProtocolViolation":
+      return "protocol violation"
     case "OtherStatus":
       return "request failed"
   }

@@ -5,7 +5,9 @@
  * - `tool_use` input is assembled from `input_json_delta` per content block and parsed at the block's
  *   `content_block_stop` (a complete JSON boundary); a tool call announced whole in `message_start` or in
  *   `content_block_start` (no deltas) keeps the input given there. Input that is not complete JSON is never emitted:
- *   the stream fails with `TransportError{reason: "TruncatedToolArguments"}` at `message_stop`.
+ *   the stream fails with `TransportError{reason: "TruncatedToolArguments"}` at `message_stop`. Input (streamed or
+ *   given whole) nested deeper than `ProviderOptions.maxNestingDepth` fails the stream at once with a permanent
+ *   `MalformedStream`.
  * - `server_tool_use` blocks and server-side tool results are not tool calls and not text; `thinking` is reasoning.
  * - An `error` event is classified by its type (`overloaded_error`, `api_error`, `rate_limit_error` are transient).
  *
@@ -17,7 +19,7 @@ import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
-import type * as TransportError from "@reprise/core/TransportError"
+import * as TransportError from "@reprise/core/TransportError"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -236,16 +238,25 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
     if (typeof usage.output_tokens === "number") outputTokens = usage.output_tokens
   }
 
-  const close = (block: ToolBlock): Option.Option<Generation.GenerationEvent> => {
+  /**
+   * The complete call of a block, or none when its input is not complete JSON (remembered as `truncated`, the
+   * failure of the stream at `message_stop`); input nested too deep fails the stream at once.
+   */
+  const close = (
+    block: ToolBlock
+  ): Either.Either<Option.Option<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
     block.closed = true
     const args = block.deltas > 0 && block.json.trim().length > 0
-      ? Internal.parseArguments(block.json)
-      : Option.some(block.input ?? {})
-    if (Option.isNone(args)) {
-      truncated ??= Internal.truncatedArguments(protocol, block.name, block.json, settings.scrub)
-      return Option.none()
+      ? Internal.toolArguments(protocol, block.name, block.json, settings.scrub)
+      : Internal.givenArguments(protocol, block.name, block.input ?? {}, settings.scrub)
+    if (Either.isLeft(args)) {
+      if (!TransportError.isTransportError(args.left)) return Either.left(args.left)
+      truncated ??= args.left
+      return Either.right(Option.none())
     }
-    return Option.some(Generation.ToolCallComplete({ call: { id: block.id, name: block.name, arguments: args.value } }))
+    return Either.right(
+      Option.some(Generation.ToolCallComplete({ call: { id: block.id, name: block.name, arguments: args.right } }))
+    )
   }
 
   const startBlock = (
@@ -297,7 +308,9 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
         // A message may arrive whole in `message_start` (programmatic tool calling): its blocks are complete.
         for (const block of message.content ?? []) {
           const tool = startBlock(undefined, block, out)
-          if (tool !== undefined) Option.map(close(tool), (e) => out.push(e))
+          const closed = tool === undefined ? undefined : close(tool)
+          if (closed !== undefined && Either.isLeft(closed)) return Either.left(closed.left)
+          if (closed !== undefined) Option.map(closed.right, (e) => out.push(e))
         }
         break
       }
@@ -331,7 +344,10 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
       }
       case "content_block_stop": {
         const tool = event.index === undefined || event.index === null ? undefined : tools.get(event.index)
-        if (tool !== undefined && !tool.closed) Option.map(close(tool), (e) => out.push(e))
+        if (tool === undefined || tool.closed) break
+        const closed = close(tool)
+        if (Either.isLeft(closed)) return Either.left(closed.left)
+        Option.map(closed.right, (e) => out.push(e))
         break
       }
       case "message_delta": {
@@ -341,7 +357,10 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
       }
       case "message_stop": {
         for (const tool of [...tools.values()].sort((a, b) => a.ordinal - b.ordinal)) {
-          if (!tool.closed) Option.map(close(tool), (e) => out.push(e))
+          if (tool.closed) continue
+          const closed = close(tool)
+          if (Either.isLeft(closed)) return Either.left(closed.left)
+          Option.map(closed.right, (e) => out.push(e))
         }
         if (truncated !== undefined) return Either.left(truncated)
         done = true
@@ -392,12 +411,13 @@ export const make = (options: Options): Effect.Effect<Provider.Service, never, H
     const version = options.anthropicVersion ?? defaultAnthropicVersion
     const maxTokens = options.defaultMaxTokens ?? defaultMaxTokens
     if (!isPositiveInteger(maxTokens)) throw new RangeError(`defaultMaxTokens must be an integer >= 1`)
+    const url = Http.endpoint(settings.baseUrl, "/v1/messages")
     return Internal.makeService({
       protocol,
       client,
       settings,
       request: (request) => ({
-        url: `${settings.baseUrl}/v1/messages`,
+        url,
         headers: { "anthropic-version": version },
         apiKeyHeader: "x-api-key",
         body: requestBody(request, maxTokens),
@@ -416,7 +436,8 @@ export const layer = (options: Options): Layer.Layer<Provider.Provider, never, H
 
 /**
  * The provider with its options from the environment: `ANTHROPIC_API_KEY` (or `apiKeyEnv`), `ANTHROPIC_BASE_URL`
- * (default `https://api.anthropic.com`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`.
+ * (default `https://api.anthropic.com`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`,
+ * `REPRISE_MAX_REPLY_BYTES`.
  *
  * @since 0.1.0
  * @category layers

@@ -6,7 +6,8 @@
  *   after the finish is normal and read until `[DONE]` or the end of the body. Once the terminal has arrived, a
  *   failure while reading that trailer ends the stream normally: the reply is complete.
  * - `tool_calls` deltas accumulate by `index`; the arguments are parsed when the terminal arrives, and a call whose
- *   arguments are not complete JSON then fails the stream with `TruncatedToolArguments` and is never emitted.
+ *   arguments are not complete JSON then fails the stream with `TruncatedToolArguments` (nested deeper than
+ *   `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream`) and is never emitted.
  * - An `{"error": {...}}` chunk is an in-band error classified by its code and type.
  * - Capability fallback: when the model rejects `max_tokens` as unsupported, the request is sent once more with
  *   `max_completion_tokens`; when it rejects `stream_options`, once more without it.
@@ -207,12 +208,10 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
     const out: Array<Generation.GenerationEvent> = []
     for (const index of [...calls.keys()].sort((a, b) => a - b)) {
       const call = calls.get(index)!
-      const args = Internal.parseArguments(call.arguments)
-      if (Option.isNone(args)) {
-        return Either.left(Internal.truncatedArguments(protocol, call.name, call.arguments, settings.scrub))
-      }
+      const args = Internal.toolArguments(protocol, call.name, call.arguments, settings.scrub)
+      if (Either.isLeft(args)) return Either.left(args.left)
       out.push(Generation.ToolCallComplete({
-        call: { id: call.id ?? `call_${index}`, name: call.name ?? "", arguments: args.value }
+        call: { id: call.id ?? `call_${index}`, name: call.name ?? "", arguments: args.right }
       }))
     }
     return Either.right(out)
@@ -300,12 +299,13 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
 export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
   Effect.map(HttpClient.HttpClient, (client) => {
     const settings = Http.settings(protocol, options)
+    const url = Http.endpoint(settings.baseUrl, "/chat/completions")
     return Internal.makeService({
       protocol,
       client,
       settings,
       request: (request) => ({
-        url: `${settings.baseUrl}/chat/completions`,
+        url,
         headers: {},
         apiKeyHeader: "authorization",
         body: requestBody(request),
@@ -324,7 +324,8 @@ export const layer = (options: Options): Layer.Layer<Provider.Provider, never, H
 
 /**
  * The provider with its options from the environment: `OPENAI_API_KEY` (or `apiKeyEnv`), `OPENAI_BASE_URL` (default
- * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`.
+ * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`,
+ * `REPRISE_MAX_REPLY_BYTES`.
  *
  * @since 0.1.0
  * @category layers

@@ -73,7 +73,8 @@ export const layer = (options: Options): Layer.Layer<Provider.Provider, never, H
 
 /**
  * The provider with its options from the environment: `OPENAI_API_KEY` (or `apiKeyEnv`), `OPENAI_BASE_URL` (default
- * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`.
+ * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`,
+ * `REPRISE_MAX_REPLY_BYTES`.
  *
  * @since 0.1.0
  * @category layers

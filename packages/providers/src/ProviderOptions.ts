@@ -1,7 +1,7 @@
 /**
  * The options every HTTP provider shares: where to send (`baseUrl`), the key (`Redacted`, never printed), the
- * first-byte and idle timeouts and the bound on one SSE event, plus the environment they are read from by
- * `layerConfig`.
+ * first-byte and idle timeouts, the bounds on one SSE event and on one reply, plus the environment they are read
+ * from by `layerConfig`, and the nesting bound of tool-call arguments (`maxNestingDepth`).
  *
  * | protocol | key | base URL (default) |
  * |---|---|---|
@@ -9,12 +9,14 @@
  * | `anthropic` | `ANTHROPIC_API_KEY` | `ANTHROPIC_BASE_URL` (`https://api.anthropic.com`) |
  *
  * Timeouts come from `REPRISE_FIRST_BYTE_TIMEOUT` and `REPRISE_IDLE_TIMEOUT` (milliseconds, default 60000 and
- * 120000).
+ * 120000), the reply size bound from `REPRISE_MAX_REPLY_BYTES` (bytes, default 64 MiB).
  *
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 
@@ -51,7 +53,9 @@ export interface Options {
   readonly apiKey: Redacted.Redacted<string>
   /**
    * The base URL. OpenAI-style URLs include the version (`https://api.openai.com/v1`); Anthropic's does not
-   * (`https://api.anthropic.com`). Trailing slashes are ignored.
+   * (`https://api.anthropic.com`). The protocol's path is appended to its path (trailing slashes ignored) and its
+   * query is kept on every request (`…/openai/deployments/d?api-version=2024-10-21`). It must be an http(s) URL
+   * without a fragment (see {@link baseUrlProblem}); `make` throws a `RangeError` otherwise.
    */
   readonly baseUrl?: string | undefined
   /** Time allowed from the send to the response headers. Default 60 seconds. */
@@ -64,9 +68,12 @@ export interface Options {
   /** The largest pending SSE event, in string code units. Default 1 MiB. */
   readonly maxEventSize?: number | undefined
   /**
-   * The largest response body one attempt may read, in bytes (what crossed the socket, after any content
-   * decoding). A longer body ends the attempt with a permanent `ProviderRejection{reason: "ReplyTooLarge"}`: a
-   * replay would be as long. Default {@link defaultMaxReplyBytes}.
+   * The largest response body one attempt may read, in bytes, as the HTTP client delivers them: with the undici
+   * client, the bytes that crossed the socket (it decodes no content encoding, and a body with one is refused as a
+   * `ProtocolViolation`). A longer body ends the attempt with a
+   * permanent `ProviderRejection{reason: "ReplyTooLarge"}` once the bound is passed (the events within it are
+   * decoded first: a terminal within the bound completes the reply): a replay would be as long. An integer >= 1;
+   * default {@link defaultMaxReplyBytes}.
    */
   readonly maxReplyBytes?: number | undefined
 }
@@ -98,6 +105,18 @@ export const defaultMaxEventSize: number = 1024 * 1024
  * @category constants
  */
 export const defaultMaxReplyBytes: number = 64 * 1024 * 1024
+
+/**
+ * How deeply a JSON value that reprise reads whole may nest: tool-call arguments (streamed text, or Anthropic's
+ * `input` given whole) with arrays and objects nested deeper fail the reply with a permanent
+ * `ProviderRejection{reason: "MalformedStream"}` naming the tool call and the depth. No tool takes arguments anywhere
+ * near this deep, and everything downstream (a transcript, a tool, `JSON.stringify`) walks a value recursively: a
+ * value of 20,000 levels (40 KB) would overflow the stack there. 128, as in `serde_json`.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxNestingDepth: number = 128
 
 /**
  * @since 0.1.0
@@ -162,6 +181,21 @@ export const isHttpUrl = (s: string): boolean => {
   }
 }
 
+/**
+ * What is wrong with a base URL, as the end of a sentence ("the base URL …"), or `undefined` when it can be used: it
+ * must be an absolute http(s) URL, and it must not have a fragment (`#…`), which is never sent to a server, so
+ * that a path appended to it would be lost. A query is fine: it is kept on every request.
+ *
+ * @since 0.1.0
+ * @category validation
+ */
+export const baseUrlProblem = (s: string): string | undefined => {
+  if (!isHttpUrl(s)) return "must be an http(s) URL"
+  // `new URL` drops an empty fragment (`…/v1#`) from `hash`: look for the delimiter itself.
+  if (s.includes("#")) return "must not have a fragment (#…): a fragment is never sent to the server"
+  return undefined
+}
+
 const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
   Config.integer(name).pipe(
     Config.validate({ message: "must be a whole number of milliseconds > 0", validation: (n) => n > 0 }),
@@ -170,15 +204,20 @@ const millis = (name: string, fallback: Duration.Duration): Config.Config<Durati
   )
 
 /**
- * The base URL of a protocol from the environment: its variable when set (it must be an http(s) URL), otherwise
- * the public endpoint.
+ * The base URL of a protocol from the environment: its variable when set (an http(s) URL without a fragment, see
+ * {@link baseUrlProblem}), otherwise the public endpoint.
  *
  * @since 0.1.0
  * @category config
  */
 export const baseUrlConfig = (protocol: Protocol): Config.Config<string> =>
   Config.string(baseUrlVariable(protocol)).pipe(
-    Config.validate({ message: "must be an http(s) URL", validation: isHttpUrl }),
+    Config.mapOrFail((url) => {
+      const problem = baseUrlProblem(url)
+      return problem === undefined
+        ? Either.right(url)
+        : Either.left(ConfigError.InvalidData([], problem))
+    }),
     Config.withDefault(defaultBaseUrl(protocol))
   )
 
@@ -194,5 +233,9 @@ export const config = (protocol: Protocol, options?: ConfigOptions | undefined):
     apiKey: Config.redacted(options?.apiKeyEnv ?? apiKeyVariable(protocol)),
     baseUrl: baseUrlConfig(protocol),
     firstByteTimeout: millis("REPRISE_FIRST_BYTE_TIMEOUT", defaultFirstByteTimeout),
-    idleTimeout: millis("REPRISE_IDLE_TIMEOUT", defaultIdleTimeout)
+    idleTimeout: millis("REPRISE_IDLE_TIMEOUT", defaultIdleTimeout),
+    maxReplyBytes: Config.integer("REPRISE_MAX_REPLY_BYTES").pipe(
+      Config.validate({ message: "must be a whole number of bytes >= 1", validation: (n) => n >= 1 }),
+      Config.withDefault(defaultMaxReplyBytes)
+    )
   })

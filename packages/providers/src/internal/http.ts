@@ -1,7 +1,8 @@
 /**
  * Sending one request and turning what the server answered into the core's typed failures: status, provider
- * error body, `retry-after-ms` / `Retry-After`, `x-should-retry`, request id, redirects and the first-byte timeout.
- * Every send is debited from the Budget immediately before it is made, and nothing here retries.
+ * error body, `retry-after-ms` / `Retry-After`, `x-should-retry`, request id, redirects, the first-byte timeout, and
+ * the responses the client cannot read (`ProtocolViolation`). Every send is debited from the Budget immediately
+ * before it is made, and nothing here retries.
  *
  * @internal
  */
@@ -15,6 +16,7 @@ import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -29,11 +31,13 @@ import * as ProviderOptions from "../ProviderOptions.js"
  * @internal
  */
 export interface Settings {
+  /** An http(s) URL without a fragment (`endpoint` appends a protocol's path to it). */
   readonly baseUrl: string
   readonly apiKey: Redacted.Redacted<string>
   readonly firstByteTimeout: Duration.Duration
   readonly idleTimeout: Duration.Duration
   readonly maxEventSize: number
+  readonly maxReplyBytes: number
   /** Replaces every occurrence of the key in a text that may end up in an error. */
   readonly scrub: (text: string) => string
 }
@@ -65,20 +69,40 @@ export const excerpt = (scrub: (text: string) => string, text: string, max: numb
   return clean.length > max ? `${clean.slice(0, max)}…` : clean
 }
 
+const integer = (name: string, input: number | undefined, fallback: number) => {
+  const value = input ?? fallback
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer >= 1, got ${value}`)
+  return value
+}
+
 /** @internal */
 export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOptions.Options): Settings => {
-  const maxEventSize = options.maxEventSize ?? ProviderOptions.defaultMaxEventSize
-  if (!Number.isInteger(maxEventSize) || maxEventSize < 1) {
-    throw new RangeError(`maxEventSize must be an integer >= 1, got ${maxEventSize}`)
-  }
+  const scrub = makeScrub(options.apiKey)
+  const baseUrl = options.baseUrl ?? ProviderOptions.defaultBaseUrl(protocol)
+  const problem = ProviderOptions.baseUrlProblem(baseUrl)
+  if (problem !== undefined) throw new RangeError(`baseUrl ${problem}, got ${JSON.stringify(scrub(baseUrl))}`)
   return {
-    baseUrl: (options.baseUrl ?? ProviderOptions.defaultBaseUrl(protocol)).replace(/\/+$/, ""),
+    baseUrl,
     apiKey: options.apiKey,
     firstByteTimeout: positive("firstByteTimeout", options.firstByteTimeout, ProviderOptions.defaultFirstByteTimeout),
     idleTimeout: positive("idleTimeout", options.idleTimeout, ProviderOptions.defaultIdleTimeout),
-    maxEventSize,
-    scrub: makeScrub(options.apiKey)
+    maxEventSize: integer("maxEventSize", options.maxEventSize, ProviderOptions.defaultMaxEventSize),
+    maxReplyBytes: integer("maxReplyBytes", options.maxReplyBytes, ProviderOptions.defaultMaxReplyBytes),
+    scrub
   }
+}
+
+/**
+ * The URL of a protocol's endpoint: `path` appended to the base URL's path, trailing slashes ignored, and the base
+ * URL's query kept (`https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21` with `/chat/completions`
+ * is `…/openai/deployments/d/chat/completions?api-version=2024-10-21`). The base has no fragment (`settings`).
+ *
+ * @internal
+ */
+export const endpoint = (baseUrl: string, path: string): string => {
+  const url = new URL(baseUrl)
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}${path}`
+  return url.href
 }
 
 const connectCodes = new Set([
@@ -97,6 +121,49 @@ const errorCode = (u: unknown, depth = 0): string | undefined => {
   return "cause" in u ? errorCode(u.cause, depth + 1) : undefined
 }
 
+/** The errors of a failure, outermost first: the error, its `cause`, and so on (at most five). */
+const causes = (u: unknown): Array<Record<string, unknown>> => {
+  const out: Array<Record<string, unknown>> = []
+  for (let e = u; out.length < 5 && Predicate.isObject(e); e = "cause" in e ? e.cause : undefined) {
+    out.push(e as Record<string, unknown>)
+  }
+  return out
+}
+
+/**
+ * What made undici refuse a response that the same server would send again on every replay, or `undefined` for any
+ * other failure. Undici names these by code, and some only by message (its `SocketError("bad response")` for a
+ * `100 Continue`; its `HTTPParserError`, whose code it leaves unset). A parser error at the end of the input
+ * (`Invalid EOF state`, a body cut short) is a truncation, not one of these.
+ */
+const violation = (u: unknown): string | undefined => {
+  for (const e of causes(u)) {
+    const code = typeof e.code === "string" ? e.code : undefined
+    const message = typeof e.message === "string" ? e.message : ""
+    if (code === "UND_ERR_HEADERS_OVERFLOW") {
+      return "the response headers are larger than the client accepts (UND_ERR_HEADERS_OVERFLOW)"
+    }
+    if (code === "UND_ERR_SOCKET" && message === "bad response") {
+      return "an informational (1xx) response such as 100 Continue, which the request did not ask for"
+    }
+    if (code === "UND_ERR_SOCKET" && message === "bad upgrade") {
+      return "a protocol upgrade (101 Switching Protocols), which the request did not ask for"
+    }
+    if (e.name === "HTTPParserError" || code?.startsWith("HPE_") === true) {
+      if (code === "HPE_INVALID_EOF_STATE" || message.includes("Invalid EOF state")) return undefined
+      return message.length > 0 ? message : `the response does not match the HTTP/1.1 protocol (${code})`
+    }
+  }
+  return undefined
+}
+
+const protocolViolation = (detail: string, scrub: (text: string) => string, status?: number | undefined) =>
+  new ProviderRejection.ProviderRejection({
+    reason: "ProtocolViolation",
+    detail: excerpt(scrub, detail, 300),
+    ...(status !== undefined ? { status } : {})
+  })
+
 const errorText = (u: unknown): string => {
   if (Predicate.isObject(u) && "message" in u && typeof u.message === "string") {
     const code = errorCode(u)
@@ -106,8 +173,10 @@ const errorText = (u: unknown): string => {
 }
 
 /**
- * A failed send (no response): refused or unreachable is `Connect`, anything else (the socket closed before the
- * headers) is `Reset`. The platform error is not kept as `cause`: it holds the request and its headers.
+ * A failed send (no response): a response undici cannot read (see `violation`) is a permanent
+ * `ProviderRejection{reason: "ProtocolViolation"}`; refused or unreachable is `Connect`, anything else (the socket
+ * closed before the headers) is `Reset`. The platform error is not kept as `cause`: it holds the request and its
+ * headers.
  *
  * @internal
  */
@@ -121,6 +190,8 @@ export const fromRequestError = (
       detail: scrub(`${error.reason === "InvalidUrl" ? "invalid URL" : "request could not be encoded"}`)
     })
   }
+  const unreadable = violation(error.cause)
+  if (unreadable !== undefined) return protocolViolation(unreadable, scrub)
   const code = errorCode(error.cause)
   return new TransportError.TransportError({
     reason: code !== undefined && connectCodes.has(code) ? "Connect" : "Reset",
@@ -129,19 +200,23 @@ export const fromRequestError = (
 }
 
 /**
- * A body that failed while being read: the socket was reset or closed mid-body.
+ * A body that failed while being read: the socket was reset or closed mid-body (`Reset`), or the body broke HTTP/1.1
+ * (an invalid chunk, see `violation`: `ProtocolViolation`).
  *
  * @internal
  */
 export const fromBodyError = (
   error: HttpClientError.ResponseError,
   scrub: (text: string) => string
-): TransportError.TransportError =>
-  new TransportError.TransportError({
+): ProviderFailure.ProviderFailure => {
+  const unreadable = violation(error.cause)
+  if (unreadable !== undefined) return protocolViolation(`body unreadable: ${unreadable}`, scrub, error.response.status)
+  return new TransportError.TransportError({
     reason: "Reset",
     status: error.response.status,
     detail: scrub(`body interrupted: ${errorText(error.cause)}`)
   })
+}
 
 /**
  * The provider's error object, from any of the shapes OpenAI and Anthropic use.
@@ -206,6 +281,31 @@ const header = (headers: Headers.Headers, name: string): string | undefined => {
   return typeof value === "string" && value.length > 0 ? value : undefined
 }
 
+/**
+ * The `content-encoding` of a response other than `identity`, if any. The undici client decodes none (and every
+ * request asks for `identity`): such a body is unreadable bytes to the SSE parser, and would be on every replay.
+ *
+ * @internal
+ */
+export const contentEncoding = (headers: Headers.Headers): string | undefined => {
+  const codings = (header(headers, "content-encoding") ?? "").split(",").map((c) => c.trim().toLowerCase())
+    .filter((c) => c.length > 0 && c !== "identity")
+  return codings.length > 0 ? codings.join(", ") : undefined
+}
+
+/**
+ * Stops reading a body at once and releases its connection: the platform aborts the request when the body's stream
+ * ends, which it does as soon as it has started.
+ */
+const release = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<void> =>
+  Effect.flatMap(Deferred.make<void>(), (started) =>
+    response.stream.pipe(
+      Stream.onStart(Deferred.succeed(started, undefined)),
+      Stream.interruptWhen(Deferred.await(started)),
+      Stream.runDrain,
+      Effect.ignore
+    ))
+
 const httpDate = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*,? /
 
 /**
@@ -266,17 +366,24 @@ export const readFailure = (
 ): Effect.Effect<FailedResponse> =>
   Effect.gen(function*() {
     const status = response.status
-    // Read (bounded) even for a redirect, so the connection is released; no second request follows.
-    const text = yield* readErrorBody(response, settings.idleTimeout)
-    const error = parseErrorBody(text, settings.scrub)
     const headers = response.headers
+    // An encoded body cannot be read (see `contentEncoding`): released unread, the status still classifies it.
+    const encoding = contentEncoding(headers)
+    // Read (bounded) even for a redirect, so the connection is released; no second request follows.
+    const text = encoding === undefined ? yield* readErrorBody(response, settings.idleTimeout) : ""
+    if (encoding !== undefined) yield* release(response)
+    const error = parseErrorBody(text, settings.scrub)
     const after = yield* retryAfter(headers)
     const retry = shouldRetry(headers)
     const rawId = requestId(headers)
     const id = rawId === undefined ? undefined : settings.scrub(rawId)
     const location = header(headers, "location")
     const detail = error.message ??
-      (status >= 300 && status < 400 && status !== 304 ? "redirects are not followed" : undefined)
+      (encoding !== undefined
+        ? `the error body is ${excerpt(settings.scrub, encoding, 100)}-encoded, which the client does not decode`
+        : status >= 300 && status < 400 && status !== 304
+        ? "redirects are not followed"
+        : undefined)
     const input: ProviderFailure.HttpFailureInput = {
       status,
       code: error.code === undefined ? undefined : settings.scrub(error.code),
@@ -374,6 +481,8 @@ const toRequest = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, s
   const request = HttpClientRequest.post(spec.url).pipe(
     HttpClientRequest.setHeaders(spec.headers),
     HttpClientRequest.accept("text/event-stream"),
+    // The client decodes no content encoding: ask for none (a body that has one anyway is refused in `open`).
+    HttpClientRequest.setHeader("accept-encoding", "identity"),
     HttpClientRequest.bodyUnsafeJson(body)
   )
   return spec.apiKeyHeader === "authorization"
@@ -384,7 +493,8 @@ const toRequest = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, s
 /**
  * Sends the request and returns a successful (2xx) response. A non-success status becomes a failure through
  * `ProviderFailure.fromHttpStatus`, except a rejected optional parameter, which is dropped for exactly one resend
- * (debited from the Budget like any send).
+ * (debited from the Budget like any send). A success whose body has a content encoding is released unread and fails
+ * with a permanent `ProviderRejection{reason: "ProtocolViolation"}`.
  *
  * @internal
  */
@@ -406,7 +516,24 @@ export const open = (
     Budget.Budget
   > =>
     Effect.flatMap(send(client, toRequest(spec, body, settings), settings), (response) => {
-      if (response.status >= 200 && response.status < 300) return Effect.succeed(response)
+      if (response.status >= 200 && response.status < 300) {
+        const encoding = contentEncoding(response.headers)
+        if (encoding === undefined) return Effect.succeed(response)
+        const id = requestId(response.headers)
+        return Effect.zipRight(
+          release(response),
+          Effect.fail(
+            new ProviderRejection.ProviderRejection({
+              reason: "ProtocolViolation",
+              status: response.status,
+              detail: `the body is ${
+                excerpt(settings.scrub, encoding, 100)
+              }-encoded, which the client does not decode (the request asked for identity)`,
+              ...(id !== undefined ? { requestId: settings.scrub(id) } : {})
+            })
+          )
+        )
+      }
       return Effect.flatMap(readFailure(response, settings), (failure) => {
         const candidates = Object.keys(spec.fallbacks).filter((name) => name in body)
         const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined

@@ -1,17 +1,22 @@
 /**
  * What the four protocol modules share: the `Provider.Service` plumbing (send, then decode the body through the
- * protocol's state machine) and tool-call argument parsing at a complete JSON boundary.
+ * protocol's state machine) and tool-call argument parsing at a complete JSON boundary, within the nesting bound.
  *
  * @internal
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
 import type * as Provider from "@reprise/core/Provider"
+import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import * as ProviderOptions from "../ProviderOptions.js"
 import * as Http from "./http.js"
+import * as Json from "./json.js"
 import * as SseInternal from "./sse.js"
 
 /**
@@ -59,18 +64,68 @@ export const makeService = <Ev>(options: {
 })
 
 /**
- * Parses tool-call arguments at a complete JSON boundary. Empty (or blank) arguments are `{}`, as sent by servers for
- * tools without parameters; anything that is not one complete JSON value is `None`.
+ * Tool-call arguments nested deeper than `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream` (the same
+ * reply would come back), naming the call (server text, scrubbed of the key) and the depth.
  *
  * @internal
  */
-export const parseArguments = (raw: string): Option.Option<unknown> => {
-  if (raw.trim().length === 0) return Option.some({})
+export const argumentsTooDeep = (
+  protocol: string,
+  name: string | undefined,
+  depth: number,
+  scrub: (text: string) => string
+): ProviderRejection.ProviderRejection =>
+  new ProviderRejection.ProviderRejection({
+    reason: "MalformedStream",
+    detail: scrub(
+      `${protocol}: the arguments of tool call ${
+        JSON.stringify(Http.excerpt(scrub, name ?? "(unnamed)", 200))
+      } are nested ${depth} levels deep, more than the ${ProviderOptions.maxNestingDepth} allowed`
+    )
+  })
+
+/**
+ * Parses tool-call arguments at a complete JSON boundary. Empty (or blank) arguments are `{}`, as sent by servers for
+ * tools without parameters; anything that is not one complete JSON value is `TruncatedToolArguments`; a value nested
+ * deeper than `ProviderOptions.maxNestingDepth` is `argumentsTooDeep` (measured on the text, without recursion, once
+ * it is known to be JSON).
+ *
+ * @internal
+ */
+export const toolArguments = (
+  protocol: string,
+  name: string | undefined,
+  raw: string,
+  scrub: (text: string) => string
+): Either.Either<unknown, ProviderFailure.ProviderFailure> => {
+  if (raw.trim().length === 0) return Either.right({})
+  let value: unknown
   try {
-    return Option.some(JSON.parse(raw) as unknown)
+    value = JSON.parse(raw)
   } catch {
-    return Option.none()
+    return Either.left(truncatedArguments(protocol, name, raw, scrub))
   }
+  const depth = Json.textDepth(raw)
+  return depth > ProviderOptions.maxNestingDepth
+    ? Either.left(argumentsTooDeep(protocol, name, depth, scrub))
+    : Either.right(value)
+}
+
+/**
+ * Tool-call arguments given as a decoded value (Anthropic's `input`), within the same nesting bound.
+ *
+ * @internal
+ */
+export const givenArguments = (
+  protocol: string,
+  name: string | undefined,
+  value: unknown,
+  scrub: (text: string) => string
+): Either.Either<unknown, ProviderRejection.ProviderRejection> => {
+  const depth = Json.valueDepth(value)
+  return depth > ProviderOptions.maxNestingDepth
+    ? Either.left(argumentsTooDeep(protocol, name, depth, scrub))
+    : Either.right(value)
 }
 
 /**
@@ -89,7 +144,7 @@ export const truncatedArguments = (
     // the name is server text: scrubbed of the key like every other
     detail: scrub(
       `${protocol}: the arguments of tool call ${
-        JSON.stringify(name ?? "(unnamed)")
+        JSON.stringify(scrub(name ?? "(unnamed)"))
       } are not complete JSON (${raw.length} characters received)`
     )
   })

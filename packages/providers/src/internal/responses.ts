@@ -173,12 +173,10 @@ export const decoder = (
   ): Either.Either<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
     const out: Array<Generation.GenerationEvent> = []
     for (const item of items) {
-      const args = Internal.parseArguments(item.arguments)
-      if (Option.isNone(args)) {
-        return Either.left(Internal.truncatedArguments(protocol, item.name, item.arguments, settings.scrub))
-      }
+      const args = Internal.toolArguments(protocol, item.name, item.arguments, settings.scrub)
+      if (Either.isLeft(args)) return Either.left(args.left)
       out.push(Generation.ToolCallComplete({
-        call: { id: item.callId ?? item.key, name: item.name ?? "", arguments: args.value }
+        call: { id: item.callId ?? item.key, name: item.name ?? "", arguments: args.right }
       }))
     }
     return Either.right(out)
@@ -344,12 +342,13 @@ export const makeService = (
   body: (request: Generation.GenerationRequest) => Record<string, unknown>
 ): Provider.Service => {
   const settings = Http.settings(protocol, options)
+  const url = Http.endpoint(settings.baseUrl, "/responses")
   return Internal.makeService({
     protocol,
     client,
     settings,
     request: (request) => ({
-      url: `${settings.baseUrl}/responses`,
+      url,
       headers: {},
       apiKeyHeader: "authorization",
       body: body(request),

@@ -1,8 +1,9 @@
 /**
- * The body pipeline every protocol shares: `response.stream → UTF-8 decoding line by line → the SSE parser of
- * @effect/experimental (`Sse.makeParser`, with `maxEventSize`) → JSON.parse → Schema.decodeUnknownEither(Event)`, the
- * idle timeout over events that make progress, and the runner of a protocol's state machine with terminal
- * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass.
+ * The body pipeline every protocol shares: `response.stream → the reply size bound (maxReplyBytes) → UTF-8 decoding
+ * line by line → the SSE parser of @effect/experimental (`Sse.makeParser`, with `maxEventSize`) → JSON.parse →
+ * Schema.decodeUnknownEither(Event)`, the idle timeout over events that make progress, and the runner of a protocol's
+ * state machine with terminal enforcement. Parsing, decoding and stepping the events of one read are one synchronous
+ * pass.
  *
  * @internal
  */
@@ -22,13 +23,33 @@ import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as ProviderOptions from "../ProviderOptions.js"
 import { excerpt, fromBodyError, inBandError, parseErrorBody, type Settings } from "./http.js"
+import * as Json from "./json.js"
 
 const tooLarge = (settings: Settings) =>
   new ProviderRejection.ProviderRejection({
     reason: "MalformedStream",
     detail: `an SSE event exceeded the maximum size of ${settings.maxEventSize} characters`
   })
+
+const replyTooLarge = (settings: Settings) =>
+  new ProviderRejection.ProviderRejection({
+    reason: "ReplyTooLarge",
+    detail: `the response body passed the bound of ${settings.maxReplyBytes} bytes (maxReplyBytes) before its end`
+  })
+
+/** The first `allowed` bytes of the reads (fewer than they hold). */
+const within = (reads: Iterable<Uint8Array>, allowed: number): Array<Uint8Array> => {
+  const out: Array<Uint8Array> = []
+  let left = allowed
+  for (const bytes of reads) {
+    if (left <= 0) break
+    out.push(bytes.length <= left ? bytes : bytes.subarray(0, left))
+    left -= bytes.length
+  }
+  return out
+}
 
 /**
  * Decodes the bytes of one read and feeds them to the SSE parser one line at a time; says whether the parser
@@ -74,6 +95,10 @@ const streaming = { stream: true } as const
  * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
  * `ProviderRejection{reason: "MalformedStream"}`. Synchronous: `JSON.parse`, then the schema's validation, per event.
  *
+ * No step recurses into the event's nesting (`JSON.parse` does not, and the schemas read a bounded depth, leaving
+ * unread fields alone) except the schema's formatter, which prints the offending value: a payload nested deeper than
+ * `ProviderOptions.maxNestingDepth` that does not match is reported by its depth instead, without being formatted.
+ *
  * @internal
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
@@ -99,9 +124,15 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
       return malformed(event, "not valid JSON")
     }
     const result = validate(json)
-    return result._tag === "Right"
-      ? Either.right(result.right)
-      : malformed(event, ParseResult.TreeFormatter.formatErrorSync(result.left))
+    if (result._tag === "Right") return Either.right(result.right)
+    // Measured only on this failure path: the hot path pays nothing for it.
+    const depth = Json.textDepth(event.data)
+    return malformed(
+      event,
+      depth > ProviderOptions.maxNestingDepth
+        ? `nested deeper than ${ProviderOptions.maxNestingDepth} levels (${depth}), not decoded further`
+        : ParseResult.TreeFormatter.formatErrorSync(result.left)
+    )
   }
 }
 
@@ -255,10 +286,13 @@ const jsonInsteadOfStream = (
  * Each read is one synchronous pass: its bytes are decoded and fed to the parser line by line, and the events it
  * completes are decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per
  * event cost far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
- * `TransportError{reason: "Reset"}`; an event over `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`,
- * after the events before it. A body that ends without a single SSE event and is one JSON value is read as such
- * (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature EOF. A `retry:` field is
- * ignored (no provider sends one). Interruption passes through untouched.
+ * `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is
+ * `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are counted: past
+ * `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then done, the
+ * attempt fails with `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The
+ * outcome does not depend on how the bytes are cut into reads. A body that ends without a single SSE event and is one
+ * JSON value is read as such (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature
+ * EOF. A `retry:` field is ignored (no provider sends one). Interruption passes through untouched.
  *
  * @internal
  */
@@ -279,6 +313,8 @@ export const run = <Ev>(options: {
       head = head.length + text.length > maxJsonBody ? undefined : head + text
     }
     const pending: Array<Sse.Event> = []
+    // body bytes read so far, against `maxReplyBytes`
+    let received = 0
     const decoder = new TextDecoder()
     const parser = Sse.makeParser((event) => {
       head = undefined
@@ -294,10 +330,18 @@ export const run = <Ev>(options: {
     > = Channel.readWithCause({
       onInput: (reads: Chunk.Chunk<Uint8Array>) =>
         Channel.suspend(() => {
-          const overflowed = feedLines(parser, decoder, reads, head === undefined ? undefined : keepHead)
+          let size = 0
+          for (const bytes of reads) size += bytes.length
+          received += size
+          const over = received > settings.maxReplyBytes
+          // Past the bound, only the bytes within it are read: whatever the cut, the same events are decoded.
+          const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
+          const overflowed = feedLines(parser, decoder, input, head === undefined ? undefined : keepHead)
           const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
           const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
-          const failed = failure ?? (overflowed && !machine.done() ? tooLarge(settings) : undefined)
+          const failed = failure ??
+            (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
+            (over && !machine.done() ? replyTooLarge(settings) : undefined)
           if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
           return machine.done() ? written : Channel.zipRight(written, steps)
         }),

@@ -17,6 +17,8 @@ export interface Subject {
   /** The base URL for a server at `url`. */
   readonly base: (url: string) => string
   readonly path: string
+  /** What the protocol appends to the base URL's path. */
+  readonly endpoint: string
   /** A complete stream whose text is "Hello". */
   readonly success: string
   /** One event of text "Hel", then nothing. */
@@ -26,6 +28,10 @@ export interface Subject {
   readonly errorBody: (type: string, message: string, code?: string) => string
   readonly inBandTransient: string
   readonly inBandPermanent: string
+  /** One more text delta, to follow `partial`. */
+  readonly delta: (text: string) => string
+  /** A complete stream whose only output is one tool call with these raw (JSON text) arguments. */
+  readonly toolCall: (name: string, rawArguments: string) => string
 }
 
 const data = (o: unknown) => `data: ${JSON.stringify(o)}\n\n`
@@ -46,6 +52,7 @@ export const chat: Subject = {
   make: OpenAiChat.make,
   base: (url) => `${url}/v1`,
   path: "/v1/chat/completions",
+  endpoint: "/chat/completions",
   success: data({ choices: [{ index: 0, delta: { content: "Hel" }, finish_reason: null }] }) +
     data({ choices: [{ index: 0, delta: { content: "lo" }, finish_reason: "stop" }] }) +
     data({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2 } }) + "data: [DONE]\n\n",
@@ -53,7 +60,18 @@ export const chat: Subject = {
   keepalive: ": OPENROUTER PROCESSING\n\n",
   errorBody: openAiError,
   inBandTransient: data({ error: { message: "The server had an error", type: "server_error", code: null } }),
-  inBandPermanent: data({ error: { message: "Invalid prompt", type: "invalid_request_error", code: "invalid_prompt" } })
+  inBandPermanent: data({
+    error: { message: "Invalid prompt", type: "invalid_request_error", code: "invalid_prompt" }
+  }),
+  delta: (text) => data({ choices: [{ index: 0, delta: { content: text }, finish_reason: null }] }),
+  toolCall: (name, rawArguments) =>
+    data({
+      choices: [{
+        index: 0,
+        delta: { tool_calls: [{ index: 0, id: "call_1", function: { name, arguments: rawArguments } }] },
+        finish_reason: null
+      }]
+    }) + data({ choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] }) + "data: [DONE]\n\n"
 }
 
 export const responses: Subject = {
@@ -61,6 +79,7 @@ export const responses: Subject = {
   make: OpenAiResponses.make,
   base: (url) => `${url}/v1`,
   path: "/v1/responses",
+  endpoint: "/responses",
   success: data(responsesText("Hel")) + data(responsesText("lo")) +
     data({
       type: "response.completed",
@@ -74,7 +93,16 @@ export const responses: Subject = {
     type: "response.failed",
     response: { status: "failed", error: { code: "server_error", message: "The server had an error" } }
   }),
-  inBandPermanent: data({ type: "error", code: "invalid_prompt", message: "Invalid prompt", param: null })
+  inBandPermanent: data({ type: "error", code: "invalid_prompt", message: "Invalid prompt", param: null }),
+  delta: (text) => data(responsesText(text)),
+  toolCall: (name, rawArguments) =>
+    data({
+      type: "response.output_item.added",
+      output_index: 0,
+      item: { type: "function_call", id: "fc_1", call_id: "call_1", name, arguments: "" }
+    }) +
+    data({ type: "response.function_call_arguments.delta", item_id: "fc_1", output_index: 0, delta: rawArguments }) +
+    data({ type: "response.completed", response: { status: "completed", output: [] } })
 }
 
 export const subscription: Subject = {
@@ -90,6 +118,7 @@ export const anthropic: Subject = {
   make: AnthropicMessages.make,
   base: (url) => url,
   path: "/v1/messages",
+  endpoint: "/v1/messages",
   success: event("message_start", {
     type: "message_start",
     message: { content: [], stop_reason: null, usage: { input_tokens: 3, output_tokens: 1 } }
@@ -111,7 +140,24 @@ export const anthropic: Subject = {
   keepalive: event("ping", { type: "ping" }) + ": keepalive\n\n",
   errorBody: (type, message) => JSON.stringify({ type: "error", error: { type, message } }),
   inBandTransient: event("error", { type: "error", error: { type: "overloaded_error", message: "Overloaded" } }),
-  inBandPermanent: event("error", { type: "error", error: { type: "invalid_request_error", message: "Bad input" } })
+  inBandPermanent: event("error", { type: "error", error: { type: "invalid_request_error", message: "Bad input" } }),
+  delta: (text) =>
+    event("content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text } }),
+  toolCall: (name, rawArguments) =>
+    event("message_start", { type: "message_start", message: { content: [], stop_reason: null } }) +
+    event("content_block_start", {
+      type: "content_block_start",
+      index: 0,
+      content_block: { type: "tool_use", id: "toolu_1", name, input: {} }
+    }) +
+    event("content_block_delta", {
+      type: "content_block_delta",
+      index: 0,
+      delta: { type: "input_json_delta", partial_json: rawArguments }
+    }) +
+    event("content_block_stop", { type: "content_block_stop", index: 0 }) +
+    event("message_delta", { type: "message_delta", delta: { stop_reason: "tool_use" } }) +
+    event("message_stop", { type: "message_stop" })
 }
 
 export const subjects: ReadonlyArray<Subject> = [chat, responses, anthropic, subscription]
