@@ -1,13 +1,13 @@
 /**
- * A conversation step with a tool of your own and a JSONL transcript: the reply asks for `add`, the tool runs once
+ * A conversation turn with a tool of your own and a JSONL transcript: the reply asks for `add`, the tool runs once
  * from the committed reply, its result is committed, and the next reply answers. Every commit is appended to the
- * transcript as it happens (`Chat.persistTo`); a discarded attempt never reaches it. The simulator plays the model,
+ * transcript as it happens (`Chat.persistTo`), the prompt with the first reply; a discarded attempt never reaches it. The simulator plays the model,
  * with the reply after the tool result cut once and replayed: the tool still runs exactly once.
  *
  *   node examples/chat-step.js [transcript.jsonl]
  */
 import { NodeContext, NodeHttpClient, NodeRuntime } from "@effect/platform-node"
-import { Budget, Chat, Message, Policy, Tool, Transcript } from "@reprise/core"
+import { Budget, Chat, Policy, Tool, Transcript } from "@reprise/core"
 import { HttpProvider } from "@reprise/providers"
 import { Simulator } from "@reprise/simulator"
 import { Console, Duration, Effect, Layer, Redacted, Schema } from "effect"
@@ -40,12 +40,11 @@ const program = Effect.gen(function*() {
     apiKey: Redacted.make("sk-example"),
     baseUrl: simulator.baseUrl("openai-chat")
   }).pipe(Layer.provide(NodeHttpClient.layerUndici))
-  // The prompt is committed first; Chat.persistTo appends each commit of the step after it.
-  const prompt = Message.user("What is 2 + 3?")
-  yield* Transcript.append(transcript, [prompt])
-  const result = yield* Chat.step([prompt], {
+  // The turn resumes the transcript; the prompt is committed with the first reply, then each commit after it.
+  const history = yield* Transcript.load(transcript)
+  const result = yield* Chat.turn(history, "What is 2 + 3?", {
     model: "gpt-4.1-mini",
-    onCommit: Chat.persistTo(transcript)
+    persist: Chat.persistTo(transcript)
   }).pipe(
     Effect.provide(
       Layer.mergeAll(provider, Tool.layer([add]), Budget.layer({}), Policy.layer({ backoffBase: Duration.millis(10) }))

@@ -69,8 +69,16 @@ export interface Options<EC = never, RC = never, RH = never> {
   /** Generation hooks, for every reply of the step (see `Recovery.Hooks`). */
   readonly hooks?: Recovery.Hooks<RH> | undefined
   /**
-   * Called with every commit, in order, before the step goes on (before a reply's tool calls run, before the next
-   * reply is requested). A failure here ends the step with that failure. It runs uninterruptibly: an interruption
+   * Where committed messages are kept (a transcript: see {@link persistTo}), called with each commit's messages, in
+   * order, before `onCommit` and before the step goes on. A failure here ends the step with that failure, and the
+   * commit is not reported to `onCommit`. Through {@link turn}, the first call also carries the turn's opening (the
+   * results for interrupted tool calls, the user's message): one batch, so a turn that committed nothing leaves no
+   * trace.
+   */
+  readonly persist?: ((messages: ReadonlyArray<Message.Message>) => Effect.Effect<void, EC, RC>) | undefined
+  /**
+   * Called with every commit, in order, once it is persisted, before the step goes on (before a reply's tool calls
+   * run, before the next reply is requested). A failure here ends the step with that failure. It runs uninterruptibly: an interruption
    * that arrives while a commit is being reported (and persisted) takes effect once it is done, so a transcript
    * never holds half a commit and a commit is never lost to an interruption it preceded. See {@link persistTo}.
    */
@@ -145,8 +153,10 @@ export const step = <EC = never, RC = never, RH = never>(
     const committed: Array<Message.Message> = []
     const commit = (entry: Commit): Effect.Effect<void, EC, RC> => {
       committed.push(entry.message)
-      // a commit is reported whole: an interruption waits for onCommit (a transcript append) to finish
-      return options.onCommit === undefined ? Effect.void : Effect.uninterruptible(options.onCommit(entry))
+      const persist = options.persist === undefined ? Effect.void : options.persist([entry.message])
+      const report = options.onCommit === undefined ? Effect.void : options.onCommit(entry)
+      // a commit is kept and reported whole: an interruption waits for both to finish
+      return Effect.uninterruptible(Effect.zipRight(persist, report))
     }
     const recovery: Recovery.Options<RH> = {
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
@@ -218,12 +228,69 @@ export const interruptedToolResults = (
 }
 
 /**
- * An `onCommit` that appends every committed message to a JSONL transcript (see {@link Transcript.append}).
+ * A `persist` sink that appends every committed message to a JSONL transcript (see {@link Transcript.append}), one
+ * write per commit.
  *
  * @since 0.1.0
  * @category chat
  */
 export const persistTo = (
   path: string
-): (commit: Commit) => Effect.Effect<void, Transcript.TranscriptError, FileSystem.FileSystem> =>
-(commit) => Transcript.append(path, [commit.message])
+): (
+  messages: ReadonlyArray<Message.Message>
+) => Effect.Effect<void, Transcript.TranscriptError, FileSystem.FileSystem> =>
+(messages) => Transcript.append(path, messages)
+
+/**
+ * What a {@link turn} committed.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TurnResult extends StepResult {
+  /**
+   * What the turn opened with, committed with its first reply: the error results of tool calls an earlier turn left
+   * unanswered ({@link interruptedToolResults}), then the user's message.
+   */
+  readonly opening: ReadonlyArray<Message.Message>
+}
+
+/**
+ * One user turn over a committed `history`: the user's message, then {@link step}.
+ *
+ * The conversation's rules for what is committed live here, not in the caller:
+ * - a history whose last reply has unanswered tool calls (a turn stopped while its tools ran) is answered first, with
+ *   the error results of {@link interruptedToolResults}, before the user's message; the tools are not run again;
+ * - those results and the user's message are committed together with the turn's first committed reply, in one
+ *   `persist` batch: a turn that committed nothing (exhausted, failed, interrupted) leaves no trace, and its prompt
+ *   can simply be sent again;
+ * - then every reply and tool result is persisted as it is committed, as in {@link step}.
+ *
+ * @since 0.1.0
+ * @category chat
+ */
+export const turn = <EC = never, RC = never, RH = never>(
+  history: ReadonlyArray<Message.Message>,
+  prompt: string | Message.UserMessage,
+  options: Options<EC, RC, RH>
+): Effect.Effect<
+  TurnResult,
+  Recovery.RecoveryError | ChatError | EC,
+  Provider.Provider | Tool.Toolkit | RC | RH
+> => {
+  const user: Message.UserMessage = typeof prompt === "string" ? { role: "user", text: prompt } : prompt
+  const opening: ReadonlyArray<Message.Message> = [...interruptedToolResults(history), user]
+  let opened = false
+  const persist = options.persist
+  return Effect.map(
+    step([...history, ...opening], {
+      ...options,
+      persist: (messages) => {
+        const batch = opened ? messages : [...opening, ...messages]
+        opened = true
+        return persist === undefined ? Effect.void : persist(batch)
+      }
+    }),
+    (result) => ({ ...result, opening })
+  )
+}

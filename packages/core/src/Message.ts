@@ -90,6 +90,12 @@ export type AssistantMessage = typeof AssistantMessage.Type
  * @since 0.1.0
  * @category models
  */
+export type UserMessage = typeof UserMessage.Type
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ToolResultMessage = typeof ToolResultMessage.Type
 
 /**

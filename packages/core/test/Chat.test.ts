@@ -287,7 +287,7 @@ describe("Chat.step", () => {
           Stream.fail(ProviderFailure.fromHttpStatus({ status: 401 }))
         )
       ])
-      const error = yield* Chat.step(prompt, { model: "m", onCommit: Chat.persistTo(file) }).pipe(
+      const error = yield* Chat.step(prompt, { model: "m", persist: Chat.persistTo(file) }).pipe(
         Effect.provide(Layer.mergeAll(layer, Tool.layer([tool]), policy)),
         Effect.flip
       )
@@ -361,4 +361,74 @@ describe("Chat.interruptedToolResults", () => {
     // only the last reply counts: an earlier one is answered or was already repaired
     assert.deepStrictEqual(Chat.interruptedToolResults([reply("a"), result("a"), Message.user("next")]), [])
   })
+})
+
+describe("Chat.turn", () => {
+  const policy = Layer.merge(Budget.layer({}), Policy.layer({ backoffBase: Duration.millis(10) }))
+  const batches = Effect.map(Ref.make<ReadonlyArray<ReadonlyArray<Message.Message>>>([]), (ref) => ({
+    ref,
+    persist: (messages: ReadonlyArray<Message.Message>) => Ref.update(ref, (all) => [...all, messages])
+  }))
+
+  it.effect("the prompt is persisted with the first committed reply, in one batch; then each commit", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = yield* recorder
+      const { layer, requests } = yield* scriptedProvider([
+        failing([text("a discarded preview")]),
+        attempt(toolCall("c1", "record", { value: "v1" }), finish("tool_calls")),
+        attempt(text("done"), finish("stop"))
+      ])
+      const sink = yield* batches
+      const result = yield* withWaits(
+        Chat.turn([], "go", { model: "m", persist: sink.persist }).pipe(
+          Effect.provide(Layer.mergeAll(layer, Tool.layer([tool]), policy))
+        )
+      )
+      const call = Message.assistant("", [{ id: "c1", name: "record", arguments: { value: "v1" } }])
+      const toolResult = Message.toolResult({ toolCallId: "c1", name: "record", content: "recorded v1" })
+      assert.deepStrictEqual(yield* Ref.get(sink.ref), [
+        [Message.user("go"), call],
+        [toolResult],
+        [Message.assistant("done", [])]
+      ])
+      assert.deepStrictEqual(result.opening, [Message.user("go")])
+      assert.deepStrictEqual(result.messages, [call, toolResult, Message.assistant("done", [])])
+      assert.deepStrictEqual(yield* Ref.get(runs), ["v1"])
+      // every request carried the prompt
+      for (const request of yield* Ref.get(requests)) assert.deepStrictEqual(request.messages[0], Message.user("go"))
+    }))
+
+  it.effect("a turn that commits nothing persists nothing, not even its prompt", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* scriptedProvider([Stream.fail(ProviderFailure.fromHttpStatus({ status: 401 }))])
+      const sink = yield* batches
+      const error = yield* Chat.turn([Message.user("earlier"), Message.assistant("ok", [])], "go", {
+        model: "m",
+        persist: sink.persist
+      }).pipe(Effect.provide(Layer.mergeAll(layer, Tool.layer([]), policy)), Effect.flip)
+      assert.isTrue(ProviderFailure.isProviderFailure(error))
+      assert.deepStrictEqual(yield* Ref.get(sink.ref), [])
+    }))
+
+  it.effect("unanswered tool calls of the history are answered first, committed with the prompt, never run", () =>
+    Effect.gen(function*() {
+      const { runs, tool } = yield* recorder
+      const { layer, requests } = yield* scriptedProvider([attempt(text("resumed"), finish("stop"))])
+      const sink = yield* batches
+      const history = [
+        Message.user("first"),
+        Message.assistant("", [{ id: "c9", name: "record", arguments: { value: "never" } }])
+      ]
+      yield* Chat.turn(history, "go on", { model: "m", persist: sink.persist }).pipe(
+        Effect.provide(Layer.mergeAll(layer, Tool.layer([tool]), policy))
+      )
+      const [interrupted] = Chat.interruptedToolResults(history)
+      assert.deepStrictEqual(yield* Ref.get(sink.ref), [[
+        interrupted,
+        Message.user("go on"),
+        Message.assistant("resumed", [])
+      ]])
+      assert.deepStrictEqual(yield* Ref.get(runs), [])
+      assert.deepStrictEqual((yield* Ref.get(requests))[0].messages, [...history, interrupted, Message.user("go on")])
+    }))
 })
