@@ -10,6 +10,7 @@ import * as Path from "node:path"
 import * as Concurrency from "./concurrency.js"
 import * as Decode from "./decode.js"
 import * as E2e from "./e2e.js"
+import * as Fleet from "./fleet.js"
 import * as Growth from "./growth.js"
 import * as Latency from "./latency.js"
 import * as Process from "./process.js"
@@ -26,7 +27,8 @@ const settings = quick
     latency: { replies: 12 },
     growth: { sizesMB: [1, 4] },
     coldStart: { runs: 3 },
-    largeChat: { sizeMB: 2, runs: 1 }
+    largeChat: { sizeMB: 2, runs: 1 },
+    fleet: { workers: [8], replies: 60 }
   }
   : {
     decode: { sizeMB: 10, iterations: 5 },
@@ -35,7 +37,8 @@ const settings = quick
     latency: { replies: 60 },
     growth: { sizesMB: [1, 10, 100] },
     coldStart: { runs: 11 },
-    largeChat: { sizeMB: 25, runs: 5 }
+    largeChat: { sizeMB: 25, runs: 5 },
+    fleet: { workers: [8, 32], replies: 600 }
   }
 
 type Reach = "yes" | "parser" | "schema"
@@ -100,6 +103,8 @@ const main = async () => {
   Process.printColdStart(coldStart)
   const largeChat = await step("largeChat", () => Process.largeChat(settings.largeChat))
   Process.printLargeChat(largeChat)
+  const fleet = await step("fleet", () => Fleet.run(settings.fleet))
+  Fleet.print(fleet)
 
   const targets = [
     ...decode.map((r) =>
@@ -168,6 +173,18 @@ const main = async () => {
       target: "<= 0.8x",
       value: largeChat.ratio,
       met: largeChat.ratio <= 0.8
+    },
+    ...fleet.outages.map((o) => ({
+      figure: `8. sends in an outage, ${o.workers} workers with the fleet (${o.alone} alone)`,
+      target: `<= ${fmt(o.bound, 1)}`,
+      value: o.shared,
+      met: o.shared <= o.bound
+    })),
+    {
+      figure: "8. added latency per send with the fleet layer, median (ms)",
+      target: "<= 0.5",
+      value: fleet.addedMedianMs,
+      met: fleet.addedMedianMs <= 0.5
     }
   ]
   table(
@@ -199,6 +216,7 @@ const main = async () => {
     growth,
     coldStart,
     largeChat,
+    fleet,
     targets
   }
   const file = Path.join(repoRoot, "bench", "results.json")

@@ -261,6 +261,40 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
         countdown = yield* Effect.fork(Effect.interruptible(Effect.ensuring(draw, cleared)))
       })
 
+    const fleetNotice = (
+      n: Extract<RecoveryNotifications.Notification, { _tag: "FleetPaused" | "FleetUnavailable" | "FleetRestored" }>
+    ): Effect.Effect<void> => {
+      if (n._tag === "FleetPaused") {
+        const by = n.status === undefined ? "server pushback" : `a ${n.status}`
+        const event = mode === "json"
+          ? json({
+            type: "fleet",
+            event: "paused",
+            attempt: n.attempt,
+            delay: Duration.toMillis(n.delay),
+            status: n.status
+          })
+          : Effect.void
+        return Effect.zipRight(
+          event,
+          output.stderr(`reprise: waiting ${seconds(n.delay)}: the fleet is paused by ${by}\n`)
+        )
+      }
+      const event = mode === "json"
+        ? json(
+          n._tag === "FleetUnavailable"
+            ? { type: "fleet", event: "unavailable", detail: n.detail }
+            : { type: "fleet", event: "restored" }
+        )
+        : Effect.void
+      const text = n._tag === "FleetUnavailable"
+        ? `reprise: the fleet is unavailable (${
+          Sanitize.escapeControls(n.detail)
+        }); going on with this process's own limits\n`
+        : `reprise: the fleet is back; the retry budget and pauses are shared again\n`
+      return Effect.zipRight(event, output.stderr(text))
+    }
+
     const notify = (n: RecoveryNotifications.Notification): Effect.Effect<void> => {
       switch (n._tag) {
         case "AttemptStarted":
@@ -312,6 +346,16 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
             : Effect.void
           const wait = terminal === undefined ? Effect.void : startCountdown(terminal, n.delay)
           return Effect.zipRight(Effect.zipRight(gone, event), Effect.zipRight(notice, wait))
+        }
+        // The fleet (--fleet): a wait for a pause other processes' pushback set, and its store going and coming back.
+        // A discarded preview still to be erased goes first: a line on stderr would shift the rows it covers.
+        case "FleetPaused":
+        case "FleetUnavailable":
+        case "FleetRestored": {
+          const gone = erase === undefined || erase === "" ? Effect.void : output.stdout(erase)
+          if (erase !== undefined) midLine = false
+          erase = undefined
+          return Effect.zipRight(Effect.zipRight(stopCountdown, gone), fleetNotice(n))
         }
         case "Committed":
         case "Exhausted":

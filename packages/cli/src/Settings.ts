@@ -6,6 +6,8 @@
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
+import * as FleetAddress from "@reprise/fleet/FleetAddress"
+import * as RetryBudget from "@reprise/fleet/RetryBudget"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -43,6 +45,21 @@ export interface Settings {
   readonly system: Option.Option<string>
   readonly maxTokens: Option.Option<number>
   readonly debug: boolean
+  /** The fleet this process shares its retry budget and pushback with (`--fleet`, `--fleet-name`), if any. */
+  readonly fleet?: Fleet | undefined
+}
+
+/**
+ * A fleet to join: the options of `@reprise/fleet`'s `RedisFleet.layer`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Fleet {
+  readonly url: string
+  readonly name: string
+  readonly budget: RetryBudget.Settings
+  readonly timeout: Duration.Duration
 }
 
 const withEnv = <A>(options: Options.Options<A>, config: Config.Config<A>) =>
@@ -119,7 +136,18 @@ export const options = {
     Options.optional,
     Options.withDescription("read the API key from this variable instead of OPENAI_API_KEY / ANTHROPIC_API_KEY")
   ),
-  debug: Options.boolean("debug").pipe(Options.withDescription("print stack traces with errors"))
+  debug: Options.boolean("debug").pipe(Options.withDescription("print stack traces with errors")),
+  fleet: withEnv(Options.text("fleet"), Config.string("REPRISE_FLEET_URL")).pipe(
+    Options.optional,
+    Options.withDescription(
+      "share one retry budget and Retry-After pauses with other processes over Redis: redis://HOST:PORT/DB " +
+        "(env REPRISE_FLEET_URL; see docs/fleet.md)"
+    )
+  ),
+  fleetName: withEnv(Options.text("fleet-name"), Config.string("REPRISE_FLEET_NAME")).pipe(
+    Options.optional,
+    Options.withDescription("the fleet to join (env REPRISE_FLEET_NAME; default: the base URL and a hash of the key)")
+  )
 }
 
 /**
@@ -136,6 +164,38 @@ const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /** Visible ASCII only: what an API key is made of, and what a header value can carry unchanged. */
 const headerSafe = /^[\x21-\x7e]+$/
+
+/**
+ * The fleet of `--fleet` and `--fleet-name`, with the budget of `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`,
+ * `REPRISE_FLEET_WINDOW` and the call timeout of `REPRISE_FLEET_TIMEOUT` (ms).
+ */
+const resolveFleet = (
+  parsed: Parsed,
+  baseUrl: string,
+  apiKey: Redacted.Redacted<string>
+): Effect.Effect<Fleet | undefined, UsageError> =>
+  Effect.gen(function*() {
+    if (Option.isNone(parsed.fleet)) {
+      return Option.isSome(parsed.fleetName)
+        ? yield* fail("--fleet-name needs a fleet: pass --fleet redis://HOST:PORT/DB or set REPRISE_FLEET_URL")
+        : undefined
+    }
+    const url = parsed.fleet.value
+    const problem = FleetAddress.urlProblem(url)
+    if (problem !== undefined) {
+      return yield* fail(`--fleet ${problem} (redis://HOST:PORT/DB), got ${FleetAddress.describeUrl(url)}`)
+    }
+    const name = Option.getOrElse(parsed.fleetName, () => FleetAddress.defaultName(baseUrl, apiKey))
+    if (name.trim() === "") return yield* fail("--fleet-name must not be empty")
+    const usage = (error: unknown) => new UsageError({ detail: String(error) })
+    const budget = yield* Effect.mapError(RetryBudget.config, usage)
+    const timeout = yield* Config.integer("REPRISE_FLEET_TIMEOUT").pipe(
+      Config.validate({ message: "must be a whole number of milliseconds >= 1", validation: (n) => n >= 1 }),
+      Config.withDefault(200),
+      Effect.mapError(usage)
+    )
+    return { url, name, budget, timeout: Duration.millis(timeout) }
+  })
 
 /**
  * Checks ranges, resolves the base URL and the key, and returns the settings of a turn. The key is read with
@@ -205,6 +265,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
           `trailing \\r from a CRLF .env file, a space, or a non-ASCII character)`
       )
     }
+    const fleet = yield* resolveFleet(parsed, baseUrl, apiKey)
     const tools = Option.match(parsed.tools, {
       onNone: () => [],
       onSome: (list) => list.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
@@ -229,6 +290,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       workspace: Option.getOrElse(parsed.workspace, () => process.cwd()),
       system: parsed.system,
       maxTokens: parsed.maxTokens,
-      debug: parsed.debug
+      debug: parsed.debug,
+      ...(fleet === undefined ? {} : { fleet })
     }
   })

@@ -1,11 +1,10 @@
 /**
- * One turn of the CLI: the user's prompt, the conversation step with its tool loop under recovery, rendering and
- * the session file. Shared by `chat` (one turn) and `repl` (one turn per line).
+ * One turn of the CLI: `Chat.turn` under recovery, with its commits rendered and kept in the session file. Shared
+ * by `chat` (one turn) and `repl` (one turn per line).
  *
- * The user's message is committed together with the turn's first committed reply: a prompt whose turn committed
- * nothing (exhausted, interrupted) leaves no trace in the transcript or the session file. A history whose last reply
- * has unanswered tool calls (an earlier turn stopped while its tools ran) is answered first, with the error results of
- * `Chat.interruptedToolResults`; they are committed the same way, before the user's message.
+ * What a turn commits, and when, is `Chat.turn`'s rule (the user's message and the answers to interrupted tool calls
+ * with the first committed reply); this module only writes each commit to the session, scrubbed of the key, and
+ * renders it. A commit is rendered after it is written: text on stdout in plain mode is text the session holds.
  *
  * @since 0.1.0
  */
@@ -31,8 +30,14 @@ import * as Render from "./Render.js"
 import * as Sanitize from "./Sanitize.js"
 import type * as Settings from "./Settings.js"
 
+const fleetLayer = (fleet: Settings.Fleet | undefined) =>
+  fleet === undefined ? Layer.empty : Layer.unwrapEffect(
+    Effect.map(Effect.promise(() => import("@reprise/fleet/RedisFleet")), (RedisFleet) => RedisFleet.layer(fleet))
+  )
+
 /**
- * The provider layer for the settings' protocol over the undici client, with the budget and wait settings.
+ * The provider layer for the settings' protocol over the undici client, with the budget and wait settings, and the
+ * fleet's shared limits when `--fleet` names one (its module, and the Redis client, load only then).
  *
  * @since 0.1.0
  * @category layers
@@ -47,7 +52,8 @@ export const providerLayer = (settings: Settings.Settings) =>
       maxReplyBytes: settings.maxReplyBytes
     }),
     Budget.layer({ maxAttempts: settings.maxAttempts, deadline: settings.deadline }),
-    Policy.layer({ backoffBase: settings.backoffBase, backoffMax: settings.backoffMax })
+    Policy.layer({ backoffBase: settings.backoffBase, backoffMax: settings.backoffMax }),
+    fleetLayer(settings.fleet)
   )
 
 /**
@@ -72,38 +78,41 @@ export const run = (
     const output = yield* Output.Output
     const sanitizer = Sanitize.make(settings.apiKey)
     const render = yield* Render.make(Render.mode(settings.json, output.isTTY), sanitizer)
-    const user = Message.user(prompt)
-    // the tools of an interrupted turn are not run again: their calls get error results, sent before the prompt
-    const opening: Array<Message.Message> = [...Chat.interruptedToolResults(history), user]
+    // Chat.turn decides what is committed (the opening with the first reply); the CLI keeps and renders it
     const committed: Array<Message.Message> = []
     let replies = 0
-    let final: Chat.StepResult | undefined
+    let final: Chat.TurnResult | undefined
     const persist = (messages: ReadonlyArray<Message.Message>) =>
       Option.match(settings.session, {
         onNone: () => Effect.void,
         // the session file is written by reprise: no part of the key in it, whatever the model sent back
         onSome: (path) => Transcript.append(path, messages.map(sanitizer.message))
-      })
+      }).pipe(Effect.tap(() => Effect.sync(() => committed.push(...messages))))
     const onCommit = (commit: Chat.Commit) =>
       Effect.gen(function*() {
-        const first = committed.length === 0
-        if (first) committed.push(...opening)
-        committed.push(commit.message)
-        yield* persist(first ? [...opening, commit.message] : [commit.message])
         if (commit._tag === "Reply") {
           replies++
           const done = commit.reply.toolCalls.length === 0
           yield* render.commit(commit.reply, done)
           for (const call of commit.reply.toolCalls) yield* render.toolCall(call)
-          if (done) final = { messages: committed.slice(opening.length), reply: commit.reply, replies }
+          if (done) {
+            final = {
+              opening: committed.slice(0, openingLength),
+              messages: committed.slice(openingLength),
+              reply: commit.reply,
+              replies
+            }
+          }
         } else {
           yield* render.toolResult(commit.message)
         }
       })
-    const step = Chat.step([...history, ...opening], {
+    const openingLength = Chat.interruptedToolResults(history).length + 1
+    const step = Chat.turn(history, prompt, {
       model: settings.model,
       system: Option.getOrUndefined(settings.system),
       maxTokens: Option.getOrUndefined(settings.maxTokens),
+      persist,
       onCommit
     }).pipe(Effect.provideService(RecoveryNotifications.RecoveryNotifications, render.notifications))
     // the countdown of a backoff is cleared however the step ends (committed, failed or interrupted)

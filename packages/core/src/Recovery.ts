@@ -9,6 +9,9 @@
  *   disabled ({@link disabled}) and no chunk hook has run an external effect in it (`ExternalEffects`).
  * - The wait between attempts comes from {@link Policy}: the backoff schedule, lengthened by `Retry-After`, never
  *   begun when it would end past the deadline. A `Retry-After` past the deadline ends recovery at once.
+ * - With a fleet ({@link FleetLimits}), a reply's first attempt credits the fleet's retry budget and every replay
+ *   debits it (a refusal ends recovery with `FleetBudget`), a `Retry-After` pauses the whole fleet, and every send
+ *   first waits out a pause in force, within the deadline. Without one nothing changes.
  * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
  *   classified.
  *
@@ -27,6 +30,7 @@ import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import * as Budget from "./Budget.js"
 import * as Classification from "./Classification.js"
+import * as FleetLimits from "./FleetLimits.js"
 import * as Generation from "./Generation.js"
 import * as HookError from "./HookError.js"
 import { Accumulator } from "./internal/attempt.js"
@@ -116,14 +120,18 @@ type Outcome =
 /**
  * The allowance given to one attempt's stream: its first send was reserved by the recovery loop just before the
  * stream started, so the provider's first `reserve` returns that reservation; any further send (a capability
- * fallback) is debited as usual.
+ * fallback) first passes `resend` (the fleet's checks), then is debited as usual.
  */
-const prepaid = (allowance: Budget.Allowance, attempt: number): Effect.Effect<Budget.Allowance> =>
+const prepaid = (
+  allowance: Budget.Allowance,
+  attempt: number,
+  resend: Effect.Effect<void, Budget.BudgetExhausted>
+): Effect.Effect<Budget.Allowance> =>
   Effect.map(Ref.make(false), (used) => ({
     ...allowance,
     reserve: Effect.flatMap(
       Ref.getAndSet(used, true),
-      (alreadyUsed) => alreadyUsed ? allowance.reserve : Effect.succeed(attempt)
+      (alreadyUsed) => alreadyUsed ? Effect.zipRight(resend, allowance.reserve) : Effect.succeed(attempt)
     )
   }))
 
@@ -132,12 +140,13 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   allowance: Budget.Allowance,
   attempt: number,
   options: Options<RH>,
-  notifications: RecoveryNotifications.Service
+  notifications: RecoveryNotifications.Service,
+  resend: Effect.Effect<void, Budget.BudgetExhausted>
 ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
   Effect.gen(function*() {
     const acc = new Accumulator(options.earlyBreakOnToolCall === true)
     const onChunk = options.hooks?.onChunk
-    const budget = yield* prepaid(allowance, attempt)
+    const budget = yield* prepaid(allowance, attempt, resend)
     const result = yield* generation.pipe(
       Stream.provideService(Budget.Budget, budget),
       Stream.runForEach((event): Effect.Effect<void, HookError.HookError, RH> => {
@@ -210,7 +219,11 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const notifications = yield* RecoveryNotifications.RecoveryNotifications
     const notify = notifications.notify
     const N = RecoveryNotifications.Notification
+    const fleet = yield* FleetLimits.FleetLimits
     const errors: Array<ProviderFailure.ProviderFailure> = []
+    // Why the fleet stopped a resend inside an attempt: that attempt then fails with a BudgetExhausted, which ends
+    // recovery with this reason instead.
+    let fleetStop: { readonly reason: RecoveryExhausted.Reason; readonly retryAfter?: Duration.Duration } | undefined
 
     const exhausted = (
       reason: RecoveryExhausted.Reason,
@@ -233,6 +246,49 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const surface = <A extends RecoveryError>(error: A): Effect.Effect<never, A> =>
       Effect.zipRight(notify(N.Failed({ error })), Effect.fail(error))
 
+    // Waits out the fleet's pause, announcing each wait, before the next send. Returns the pause left when it would
+    // end past the deadline (nothing is waited then).
+    const waitForFleet = (
+      first: Option.Option<FleetLimits.Pause>
+    ): Effect.Effect<Option.Option<Duration.Duration>> =>
+      Effect.gen(function*() {
+        let pause = first
+        while (Option.isSome(pause)) {
+          const { remaining, status } = pause.value
+          const now = yield* Clock.currentTimeNanos
+          const nanos = Option.getOrElse(Duration.toNanos(remaining), () => allowance.deadlineAt - now)
+          if (now + nanos >= allowance.deadlineAt) return Option.some(remaining)
+          yield* notify(N.FleetPaused({
+            attempt: (yield* allowance.used) + 1,
+            delay: remaining,
+            status,
+            remainingTime: Duration.nanos(allowance.deadlineAt - now)
+          }))
+          yield* Effect.sleep(remaining)
+          pause = yield* fleet.paused
+        }
+        return Option.none()
+      })
+
+    // The fleet's checks for a resend inside an attempt (a capability fallback): a replay for the fleet.
+    const resend: Effect.Effect<void, Budget.BudgetExhausted> = Effect.gen(function*() {
+      const withdrawal = yield* fleet.withdraw
+      const beyond = withdrawal.allowed ? yield* waitForFleet(yield* fleet.paused) : Option.none()
+      if (withdrawal.allowed && Option.isNone(beyond)) return
+      fleetStop = Option.match(beyond, {
+        onNone: () => ({ reason: "FleetBudget" }),
+        onSome: (retryAfter) => ({ reason: "RetryAfterBeyondDeadline", retryAfter })
+      })
+      return yield* Effect.fail(
+        new Budget.BudgetExhausted({
+          reason: "Deadline",
+          attempts: yield* allowance.used,
+          maxAttempts: allowance.settings.maxAttempts,
+          elapsed: yield* allowance.elapsed
+        })
+      )
+    })
+
     if (options.hooks?.beforeGeneration !== undefined) {
       yield* Effect.mapError(
         options.hooks.beforeGeneration,
@@ -242,12 +298,16 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
 
     let attemptsOfReply = 0
     while (true) {
+      // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
+      // the send waits out a pause the fleet is in.
+      const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
+      if (Option.isSome(beyond)) return yield* exhausted("RetryAfterBeyondDeadline", beyond.value)
       const reserved = yield* Effect.either(allowance.reserve)
       if (reserved._tag === "Left") return yield* exhausted(reserved.left.reason)
       const attempt = reserved.right
       attemptsOfReply++
       yield* notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts }))
-      const outcome = yield* runAttempt(generation, allowance, attempt, options, notifications)
+      const outcome = yield* runAttempt(generation, allowance, attempt, options, notifications, resend)
 
       if (outcome._tag === "Completed") {
         const { acc } = outcome
@@ -273,8 +333,18 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
 
       const { acc, error } = outcome
       yield* notify(N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error }))
-      if (Budget.isBudgetExhausted(error)) return yield* exhausted(error.reason)
+      if (Budget.isBudgetExhausted(error)) {
+        return yield* fleetStop === undefined
+          ? exhausted(error.reason)
+          : exhausted(fleetStop.reason, fleetStop.retryAfter)
+      }
       if (HookError.isHookError(error)) return yield* surface(error)
+      // Server pushback concerns every process on the key, whatever becomes of this failure.
+      if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
+        yield* fleet.pushback(
+          error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
+        )
+      }
 
       const verdict = Classification.classify(error)
       if (verdict._tag === "Permanent" || !replay) return yield* surface(annotate(error, acc.text.length))
@@ -293,6 +363,8 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           ? exhausted("RetryAfterBeyondDeadline", wait.delay)
           : exhausted("Deadline")
       }
+      const withdrawal = yield* fleet.withdraw
+      if (!withdrawal.allowed) return yield* exhausted("FleetBudget")
       yield* notify(N.RetryScheduled({
         nextAttempt: attempt + 1,
         delay: wait.delay,

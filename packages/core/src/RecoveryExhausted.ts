@@ -1,7 +1,7 @@
 /**
  * `RecoveryExhausted` ends a recovery scope whose failures were all replayable but which could not go on: its
- * attempts are used, its deadline passed, or the server asked for a wait that would end past the deadline. It
- * carries every attempt's error, so a caller can tell a flaky network from a provider outage.
+ * attempts are used, its deadline passed, the server asked for a wait that would end past the deadline, or the
+ * fleet's shared retry budget refused a replay. It carries every attempt's error, so a caller can tell a flaky network from a provider outage.
  *
  * @since 0.1.0
  */
@@ -13,13 +13,14 @@ import * as ProviderFailure from "./ProviderFailure.js"
 /**
  * - `Attempts`: every allowed send was made.
  * - `Deadline`: the next attempt, or the wait before it, would start or end past the deadline.
- * - `RetryAfterBeyondDeadline`: the server's `Retry-After` ends past the deadline; recovery stopped at once
- *   instead of sleeping in vain.
+ * - `RetryAfterBeyondDeadline`: the server's `Retry-After`, or a pause of the fleet, ends past the deadline;
+ *   recovery stopped at once instead of sleeping in vain.
+ * - `FleetBudget`: the fleet's shared retry budget refused the replay (`FleetLimits`); recovery stopped at once.
  *
  * @since 0.1.0
  * @category models
  */
-export const Reason = Schema.Literal("Attempts", "Deadline", "RetryAfterBeyondDeadline")
+export const Reason = Schema.Literal("Attempts", "Deadline", "RetryAfterBeyondDeadline", "FleetBudget")
 
 /**
  * @since 0.1.0
@@ -44,7 +45,7 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
     lastError: Schema.optional(ProviderFailure.ProviderFailure),
     /** Every failed attempt's error of this reply, in order. */
     errors: Schema.Array(ProviderFailure.ProviderFailure),
-    /** The server's requested wait, for `RetryAfterBeyondDeadline`. */
+    /** The server's requested wait (or the fleet's pause left), for `RetryAfterBeyondDeadline`. */
     retryAfter: Schema.optional(Schema.DurationFromSelf)
   }
 ) {
@@ -54,6 +55,8 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
   override get message(): string {
     const what = this.reason === "Attempts"
       ? `gave up after ${this.attempts} of ${this.maxAttempts} attempts`
+      : this.reason === "FleetBudget"
+      ? `the fleet's retry budget refused a replay after ${this.attempts} of ${this.maxAttempts} attempts`
       : this.reason === "Deadline"
       ? `deadline reached after ${Duration.format(this.elapsed)} and ${this.attempts} attempts`
       : `server asked to retry after ${

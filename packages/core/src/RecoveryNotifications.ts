@@ -7,6 +7,10 @@
  * 3. on failure `AttemptDiscarded` (what the attempt had shown), then `RetryScheduled` when it will be replayed,
  * 4. finally `Committed`, or `Exhausted` when recovery gave up, or `Failed` when the failure was not replayable.
  *
+ * With a fleet (`FleetLimits`), `FleetPaused` comes before a send that waits for a pause other processes' pushback
+ * set, and `FleetUnavailable` / `FleetRestored` say, once each, that the fleet's store went away (the scope goes on
+ * with its local Budget) or came back.
+ *
  * A consumer resets its attempt-local buffers on `AttemptDiscarded`. By default notifications go nowhere; bind them
  * with {@link layerCallback}, {@link layerQueue} or {@link layerPubSub}.
  *
@@ -51,6 +55,19 @@ export type Notification = Data.TaggedEnum<{
   Exhausted: { readonly error: unknown }
   /** A failure that is not replayed (permanent, blocked by external effects, replay disabled, a hook). */
   Failed: { readonly error: unknown }
+  /** The fleet is paused by server pushback: attempt `attempt` waits `delay` before it is sent. */
+  FleetPaused: {
+    readonly attempt: number
+    readonly delay: Duration.Duration
+    /** The HTTP status whose `Retry-After` set the pause, when known. */
+    readonly status: number | undefined
+    /** Time left until the deadline when the wait began. */
+    readonly remainingTime: Duration.Duration
+  }
+  /** The fleet's store cannot be reached: until it is back, this process uses its local Budget only. */
+  FleetUnavailable: { readonly detail: string }
+  /** The fleet's store is back: limits are shared again. */
+  FleetRestored: {}
 }>
 
 /**

@@ -87,3 +87,8 @@ export * as Tool from "./Tool.js"
  * @since 0.1.0
  */
 export * as Transcript from "./Transcript.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as FleetLimits from "./FleetLimits.js"

@@ -1,0 +1,76 @@
+/**
+ * `FleetAddress` is where a fleet lives: the Redis URL (`redis://HOST:PORT/DB`), the fleet's name, and the keys the
+ * name gives. It loads no Redis client, so a command line can check its flags without paying for one.
+ *
+ * The name is the user's (`--fleet-name`); by default it is derived from the provider endpoint and a hash of the API
+ * key ({@link defaultName}), so processes that share a key share a fleet. The key itself never reaches Redis.
+ *
+ * @since 0.1.0
+ */
+import * as Redacted from "effect/Redacted"
+import * as Crypto from "node:crypto"
+
+/**
+ * The Redis keys of a fleet. Both carry the hash tag `{name}`, so they live in one slot of a cluster.
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const keys = (name: string): { readonly budget: string; readonly pause: string } => ({
+  budget: `reprise:fleet:{${name}}:budget`,
+  pause: `reprise:fleet:{${name}}:pause`
+})
+
+/**
+ * The default fleet name of a provider endpoint and key: the base URL's host and path, `#`, and the first 16 hex
+ * digits of a SHA-256 of the key (e.g. `api.openai.com/v1#3f9a0c6e12b4d7a8`).
+ *
+ * @since 0.1.0
+ * @category names
+ */
+export const defaultName = (baseUrl: string, apiKey: Redacted.Redacted<string>): string => {
+  const digest = Crypto.createHash("sha256").update(`reprise-fleet\u0000${Redacted.value(apiKey)}`).digest("hex")
+  let endpoint = baseUrl
+  try {
+    const url = new URL(baseUrl)
+    endpoint = `${url.host}${url.pathname.replace(/\/+$/, "")}`
+  } catch {
+    // not a URL: the text as given (a provider layer refuses it anyway)
+  }
+  return `${endpoint}#${digest.slice(0, 16)}`
+}
+
+/**
+ * Why a Redis URL is not usable, or `undefined` when it is: `redis://` or `rediss://` (TLS), a host, and at most a
+ * database number as its path.
+ *
+ * @since 0.1.0
+ * @category urls
+ */
+export const urlProblem = (url: string): string | undefined => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return "is not a URL"
+  }
+  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") return "must start with redis:// or rediss://"
+  if (parsed.hostname === "") return "has no host"
+  if (!/^\/?\d*$/.test(parsed.pathname)) return "must name the database by its number (redis://HOST:PORT/DB)"
+  return undefined
+}
+
+/**
+ * A Redis URL without its credentials, for messages.
+ *
+ * @since 0.1.0
+ * @category urls
+ */
+export const describeUrl = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname === "/" ? "" : parsed.pathname}`
+  } catch {
+    return "(an invalid URL)"
+  }
+}
