@@ -7,7 +7,8 @@
 //   2. type-checks the programs of examples/ under module nodenext, strict, exactOptionalPropertyTypes, and a
 //      file of deliberate type errors that must be rejected;
 //   3. runs them: the README's layer composition (examples/recovery.ts) against `reprise simulate` with a cut
-//      stream, `Chat.step` with a tool and a JSONL transcript, and a TestClock test with `node --test`;
+//      stream, `Chat.step` with a tool and a JSONL transcript, an @effect/ai program over `@reprise/ai` (a Chat
+//      turn with a tool and a replay), and a TestClock test with `node --test`;
 //   4. runs the installed `reprise --version`, `reprise demo` and `reprise chat` against `reprise simulate`.
 // Every child process has a time limit; the whole check prints one line per step and exits 1 on the first failure.
 import { execFileSync, spawn } from "node:child_process"
@@ -119,7 +120,15 @@ Fs.writeFileSync(
   Path.join(app, "package.json"),
   JSON.stringify({ name: "reprise-consumer", private: true, type: "module" }, null, 2)
 )
-const registry = ["effect", "@effect/platform", "@effect/platform-node", "@effect/experimental", "@effect/cli"]
+const registry = [
+  "effect",
+  "@effect/platform",
+  "@effect/platform-node",
+  "@effect/experimental",
+  "@effect/cli",
+  "@effect/ai",
+  "@effect/rpc"
+]
   .map((name) => `${name}@${rootPackage.devDependencies[name]}`)
 await mustRun(
   "npm install",
@@ -151,7 +160,7 @@ const probe = `
 const modules = ${JSON.stringify(imports)}
 for (const m of modules) await import(m)
 const closed = []
-for (const m of ["@reprise/core/internal/attempt", "@reprise/providers/internal/sse"]) {
+for (const m of ["@reprise/core/internal/attempt", "@reprise/providers/internal/sse", "@reprise/fleet/internal/scripts", "@reprise/ai/internal/attemptParts"]) {
   try { await import(m); closed.push(m + " is importable") } catch (e) {
     if (e.code !== "ERR_PACKAGE_PATH_NOT_EXPORTED") closed.push(m + ": " + e.code)
   }
@@ -244,6 +253,35 @@ expect(
   `the transcript holds ${lines.map((l) => l.role)}`
 )
 step("examples/chat-step.js: the tool ran once across a replay; the transcript holds the 4 committed messages")
+
+// The @effect/ai program: a Chat turn with a tool, its second reply cut once, then a plain generateText.
+const aiServer = await simulate({
+  routes: {
+    "openai-chat": {
+      reply: { text: "Once more." },
+      steps: [
+        { kind: "stream", reply: { toolCalls: [{ name: "record", arguments: { line: "hello" } }] } },
+        { kind: "reset", afterEvents: 3, reply: { text: "A draft that is cut before its end" } },
+        { kind: "stream", reply: { text: "Recorded hello." } }
+      ]
+    }
+  }
+})
+const ai = await mustRun("examples/effect-ai.js", "node", ["build/effect-ai.js"], {
+  env: {
+    OPENAI_API_KEY: "sk-consumer-check",
+    OPENAI_BASE_URL: aiServer.bases["openai-chat"],
+    REPRISE_MODEL: "gpt-4.1-mini",
+    REPRISE_BACKOFF_BASE: "20"
+  }
+})
+aiServer.stop()
+expect(
+  /Recorded hello\. \(tool runs: 1, attempts of the last reply: 2\)/.test(ai.stdout) &&
+    /Once more\. \(finish stop\)/.test(ai.stdout),
+  `examples/effect-ai.js:\n${ai.stdout}`
+)
+step("examples/effect-ai.js (@effect/ai over RecoveringLanguageModel): the tool ran once, the cut reply replayed")
 
 await mustRun("node --test build/retry-after.test.js", "node", ["--test", "build/retry-after.test.js"])
 step("examples/retry-after.test.ts: a TestClock test against the simulator passes under node --test")

@@ -1,0 +1,101 @@
+/**
+ * How what reprise commits becomes `@effect/ai` `Response` parts: a committed {@link Generation.Reply} for
+ * `generateText`/`generateObject`, and the events of one attempt for `streamText`.
+ *
+ * | reprise | `Response` part (`generateText`) | `Response` parts (`streamText`) |
+ * |---|---|---|
+ * | `Reply.reasoning` / `ReasoningDelta` | `reasoning` | `reasoning-start`, `reasoning-delta`…, `reasoning-end` (at commit) |
+ * | `Reply.text` / `TextDelta` | `text` | `text-start`, `text-delta`…, `text-end` (at commit) |
+ * | `ToolCallDelta` | — | `tool-params-start`, `tool-params-delta`…, `tool-params-end` (at commit) |
+ * | `Reply.toolCalls` / `ToolCallComplete` | `tool-call` (`providerExecuted: false`) | `tool-call`, at commit only |
+ * | `Reply.finishReason`, `usage`, `attempts` | `finish` | `finish`, at commit |
+ *
+ * Finish reasons: `stop` → `stop`, `tool_calls` → `tool-calls`, `length` → `length`, `content_filter` →
+ * `content-filter`, `other` → `other`. Usage: `inputTokens`, `outputTokens` and their sum as `totalTokens`; all
+ * `undefined` when the provider reported none. The finish part's `metadata.reprise` holds `attempts` (physical sends
+ * of the reply), `providerFinishReason` and `protocol`.
+ *
+ * @since 0.1.0
+ */
+import type * as Response from "@effect/ai/Response"
+import type * as Generation from "@reprise/core/Generation"
+import * as Option from "effect/Option"
+
+/**
+ * @since 0.1.0
+ * @category mapping
+ */
+export const finishReason = (reason: Generation.FinishReason): Response.FinishReason => {
+  switch (reason) {
+    case "stop":
+      return "stop"
+    case "tool_calls":
+      return "tool-calls"
+    case "length":
+      return "length"
+    case "content_filter":
+      return "content-filter"
+    case "other":
+      return "other"
+  }
+}
+
+/**
+ * @since 0.1.0
+ * @category mapping
+ */
+export const usage = (usage: Option.Option<Generation.Usage>): typeof Response.Usage.Encoded =>
+  Option.match(usage, {
+    onNone: () => ({ inputTokens: undefined, outputTokens: undefined, totalTokens: undefined }),
+    onSome: (u) => ({
+      inputTokens: u.inputTokens,
+      outputTokens: u.outputTokens,
+      totalTokens: u.inputTokens + u.outputTokens
+    })
+  })
+
+/**
+ * The finish part of a committed reply.
+ *
+ * @since 0.1.0
+ * @category mapping
+ */
+export const finishPart = (reply: Generation.Reply, protocol: string): Response.FinishPartEncoded => ({
+  type: "finish",
+  reason: finishReason(reply.finishReason),
+  usage: usage(reply.usage),
+  metadata: {
+    reprise: { attempts: reply.attempts, providerFinishReason: reply.providerFinishReason, protocol }
+  }
+})
+
+/**
+ * The tool-call parts of a committed reply, in order.
+ *
+ * @since 0.1.0
+ * @category mapping
+ */
+export const toolCallParts = (reply: Generation.Reply): Array<Response.ToolCallPartEncoded> =>
+  reply.toolCalls.map((call) => ({
+    type: "tool-call",
+    id: call.id,
+    name: call.name,
+    params: call.arguments,
+    providerExecuted: false
+  }))
+
+/**
+ * The parts `generateText` returns for a committed reply: reasoning, text, tool calls, finish (empty reasoning
+ * and text are left out).
+ *
+ * @since 0.1.0
+ * @category mapping
+ */
+export const fromReply = (reply: Generation.Reply, protocol: string): Array<Response.PartEncoded> => {
+  const parts: Array<Response.PartEncoded> = []
+  if (reply.reasoning.length > 0) parts.push({ type: "reasoning", text: reply.reasoning })
+  if (reply.text.length > 0) parts.push({ type: "text", text: reply.text })
+  parts.push(...toolCallParts(reply))
+  parts.push(finishPart(reply, protocol))
+  return parts
+}

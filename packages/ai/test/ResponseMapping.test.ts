@@ -1,0 +1,100 @@
+import { assert, describe, it } from "@effect/vitest"
+import * as Generation from "@reprise/core/Generation"
+import { Option } from "effect"
+import { AttemptParts } from "../src/internal/attemptParts.js"
+import * as ResponseMapping from "../src/ResponseMapping.js"
+
+const reply = new Generation.Reply({
+  text: "Hello there",
+  reasoning: "greet",
+  toolCalls: [{ id: "call_1", name: "record", arguments: { line: "x" } }],
+  finishReason: "tool_calls",
+  providerFinishReason: "tool_use",
+  usage: Option.some({ inputTokens: 10, outputTokens: 4 }),
+  attempts: 2
+})
+
+const types = (parts: ReadonlyArray<{ readonly type: string }>) => parts.map((p) => p.type)
+
+describe("ResponseMapping", () => {
+  it("a committed reply: reasoning, text, tool calls, then a finish with reason, usage and attempts", () => {
+    const parts = ResponseMapping.fromReply(reply, "anthropic")
+    assert.deepStrictEqual(parts, [
+      { type: "reasoning", text: "greet" },
+      { type: "text", text: "Hello there" },
+      { type: "tool-call", id: "call_1", name: "record", params: { line: "x" }, providerExecuted: false },
+      {
+        type: "finish",
+        reason: "tool-calls",
+        usage: { inputTokens: 10, outputTokens: 4, totalTokens: 14 },
+        metadata: { reprise: { attempts: 2, providerFinishReason: "tool_use", protocol: "anthropic" } }
+      }
+    ])
+  })
+
+  it("finish reasons and missing usage", () => {
+    assert.deepStrictEqual(
+      (["stop", "tool_calls", "length", "content_filter", "other"] as const).map(ResponseMapping.finishReason),
+      ["stop", "tool-calls", "length", "content-filter", "other"]
+    )
+    assert.deepStrictEqual(ResponseMapping.usage(Option.none()), {
+      inputTokens: undefined,
+      outputTokens: undefined,
+      totalTokens: undefined
+    })
+  })
+})
+
+describe("AttemptParts (the hold window of streamText)", () => {
+  const events = [
+    Generation.ReasoningDelta({ text: "hmm" }),
+    Generation.TextDelta({ text: "Hello" }),
+    Generation.TextDelta({ text: " there" }),
+    Generation.ToolCallDelta({ index: 0, id: "call_1", name: "record", argumentsDelta: "{\"line\":" }),
+    Generation.ToolCallDelta({ index: 0, id: undefined, name: undefined, argumentsDelta: "\"x\"}" }),
+    Generation.ToolCallComplete({ call: { id: "call_1", name: "record", arguments: { line: "x" } } })
+  ]
+
+  it("committed (hold everything): nothing before the commit, then every part, ends, the tool call, the finish", () => {
+    const parts = new AttemptParts(2, Number.POSITIVE_INFINITY)
+    for (const event of events) assert.deepStrictEqual(parts.add(event), [])
+    assert.isFalse(parts.shown)
+    assert.deepStrictEqual(types(parts.commit(reply, "anthropic")), [
+      "reasoning-start",
+      "reasoning-delta",
+      "text-start",
+      "text-delta",
+      "text-delta",
+      "tool-params-start",
+      "tool-params-delta",
+      "tool-params-delta",
+      "reasoning-end",
+      "text-end",
+      "tool-params-end",
+      "tool-call",
+      "finish"
+    ])
+  })
+
+  it("holdChars 5: held until the 6th character, then released in order; tool calls and ends only at commit", () => {
+    const parts = new AttemptParts(1, 5)
+    assert.deepStrictEqual(parts.add(events[0]), []) // 3 chars
+    const released = parts.add(events[1]) // 8 chars > 5
+    assert.deepStrictEqual(types(released), ["reasoning-start", "reasoning-delta", "text-start", "text-delta"])
+    assert.isTrue(parts.shown)
+    assert.deepStrictEqual(types(parts.add(events[2])), ["text-delta"])
+    assert.deepStrictEqual(types(parts.add(events[3])), ["tool-params-start", "tool-params-delta"])
+    assert.deepStrictEqual(parts.add(events[5]), [])
+    assert.deepStrictEqual(released.map((p) => ("id" in p ? p.id : "")), [
+      "reasoning-1",
+      "reasoning-1",
+      "text-1",
+      "text-1"
+    ])
+  })
+
+  it("live (hold 0): the first character is shown", () => {
+    const parts = new AttemptParts(1, 0)
+    assert.deepStrictEqual(types(parts.add(Generation.TextDelta({ text: "H" }))), ["text-start", "text-delta"])
+  })
+})
