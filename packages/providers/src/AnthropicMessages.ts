@@ -27,9 +27,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import * as Http from "./internal/http.js"
+import * as Failure from "./internal/failure.js"
 import * as Internal from "./internal/provider.js"
 import { nullable, optional } from "./internal/schema.js"
+import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -215,7 +216,7 @@ interface ToolBlock {
   closed: boolean
 }
 
-const decoder = (settings: Http.Settings, context: { readonly requestId: string | undefined }) => {
+const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeEvent = SseInternal.jsonDecoder(MessagesEvent, settings)
   const decode: SseInternal.Decode<MessagesEvent> = (event: Sse.Event) =>
     event.event === "ping"
@@ -377,7 +378,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
         break
       }
       case "error": {
-        return Either.left(Http.inBandError(settings, {
+        return Either.left(Failure.inBandError(settings, {
           type: event.error?.type,
           detail: event.error?.message ?? undefined,
           requestId: context.requestId
@@ -407,11 +408,11 @@ const isPositiveInteger = (n: unknown): n is number => Predicate.isNumber(n) && 
  */
 export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
   Effect.map(HttpClient.HttpClient, (client) => {
-    const settings = Http.settings(protocol, options)
+    const settings = Settings.settings(protocol, options)
     const version = options.anthropicVersion ?? defaultAnthropicVersion
     const maxTokens = options.defaultMaxTokens ?? defaultMaxTokens
     if (!isPositiveInteger(maxTokens)) throw new RangeError(`defaultMaxTokens must be an integer >= 1`)
-    const url = Http.endpoint(settings.baseUrl, "/v1/messages")
+    const url = Settings.endpoint(settings.baseUrl, "/v1/messages")
     return Internal.makeService({
       protocol,
       client,

@@ -26,9 +26,11 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Http from "./internal/http.js"
+import * as Failure from "./internal/failure.js"
+import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
 import { nullable, optional } from "./internal/schema.js"
+import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -166,17 +168,9 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
   }
 }
 
-const without = (name: string) => (body: Readonly<Record<string, unknown>>): Record<string, unknown> => {
-  const { [name]: _, ...rest } = body
-  return rest
-}
-
-const fallbacks = {
-  max_tokens: (body: Readonly<Record<string, unknown>>) => ({
-    ...without("max_tokens")(body),
-    max_completion_tokens: body.max_tokens
-  }),
-  stream_options: without("stream_options")
+const fallbacks: Fallback.Fallbacks = {
+  max_tokens: (body) => ({ ...Fallback.without("max_tokens")(body), max_completion_tokens: body.max_tokens }),
+  stream_options: Fallback.without("stream_options")
 }
 
 interface PendingCall {
@@ -187,7 +181,7 @@ interface PendingCall {
 
 type ChatEvent = { readonly _tag: "Chunk"; readonly chunk: ChatChunk } | { readonly _tag: "Done" }
 
-const decoder = (settings: Http.Settings, context: { readonly requestId: string | undefined }) => {
+const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeChunk = SseInternal.jsonDecoder(ChatChunk, settings)
   const decode: SseInternal.Decode<ChatEvent> = (event: Sse.Event) =>
     event.data.trim() === "[DONE]"
@@ -228,7 +222,7 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
     if (chunk.error !== undefined && chunk.error !== null) {
       if (finish !== undefined) return Either.right(terminal())
       const code = chunk.error.code
-      return Either.left(Http.inBandError(settings, {
+      return Either.left(Failure.inBandError(settings, {
         code: code === undefined || code === null ? undefined : String(code),
         type: chunk.error.type,
         detail: chunk.error.message ?? undefined,
@@ -298,8 +292,8 @@ const decoder = (settings: Http.Settings, context: { readonly requestId: string 
  */
 export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
   Effect.map(HttpClient.HttpClient, (client) => {
-    const settings = Http.settings(protocol, options)
-    const url = Http.endpoint(settings.baseUrl, "/chat/completions")
+    const settings = Settings.settings(protocol, options)
+    const url = Settings.endpoint(settings.baseUrl, "/chat/completions")
     return Internal.makeService({
       protocol,
       client,

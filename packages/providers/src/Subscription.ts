@@ -8,15 +8,19 @@
  * `tool_calls` when there are calls, `stop` otherwise, with provider reason `[DONE]`. The request is sent with
  * `store: false`, which these backends require.
  *
+ * A variant of `OpenAiResponses` (`OpenAiResponses.makeVariant`): the state machine and the event schemas are that
+ * module's. Both were built by one function in `internal/responses.ts`, which took the protocol's name and tested it
+ * to decide whether `[DONE]` ends a reply; the variant now says so itself.
+ *
  * @since 0.1.0
  */
-import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import type * as Generation from "@reprise/core/Generation"
 import * as Provider from "@reprise/core/Provider"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Responses from "./internal/responses.js"
+import * as OpenAiResponses from "./OpenAiResponses.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
 /**
@@ -38,9 +42,11 @@ export interface Options extends ProviderOptions.Options {}
  * @category request
  */
 export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => ({
-  ...Responses.requestBody(request),
+  ...OpenAiResponses.requestBody(request),
   store: false
 })
+
+const variant = OpenAiResponses.makeVariant({ protocol, requestBody, doneIsTerminal: true })
 
 /**
  * A subscription provider over the `HttpClient` in context (use `NodeHttpClient.layerUndici`).
@@ -49,7 +55,7 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
  * @category constructors
  */
 export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
-  Effect.map(HttpClient.HttpClient, (client) => Responses.makeService(protocol, client, options, requestBody))
+  variant(options)
 
 /**
  * @since 0.1.0

@@ -15,8 +15,10 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as ProviderOptions from "../ProviderOptions.js"
-import * as Http from "./http.js"
 import * as Json from "./json.js"
+import { excerpt } from "./redaction.js"
+import * as Send from "./send.js"
+import type { Settings } from "./settings.js"
 import * as SseInternal from "./sse.js"
 
 /**
@@ -39,17 +41,17 @@ export interface Decoder<Ev> {
 export const makeService = <Ev>(options: {
   readonly protocol: string
   readonly client: HttpClient.HttpClient
-  readonly settings: Http.Settings
-  readonly request: (request: Generation.GenerationRequest) => Http.RequestSpec
+  readonly settings: Settings
+  readonly request: (request: Generation.GenerationRequest) => Send.RequestSpec
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
 }): Provider.Service => ({
   protocol: options.protocol,
   stream: (request) =>
     Stream.unwrap(
       Effect.map(
-        Effect.suspend(() => Http.open(options.client, options.request(request), options.settings)),
+        Effect.suspend(() => Send.open(options.client, options.request(request), options.settings)),
         (response) => {
-          const requestId = Option.getOrUndefined(Http.responseRequestId(response, options.settings.scrub))
+          const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
           const decoder = options.decoder({ requestId })
           return SseInternal.run({
             body: response.stream,
@@ -79,7 +81,7 @@ export const argumentsTooDeep = (
     reason: "MalformedStream",
     detail: scrub(
       `${protocol}: the arguments of tool call ${
-        JSON.stringify(Http.excerpt(scrub, name ?? "(unnamed)", 200))
+        JSON.stringify(excerpt(scrub, name ?? "(unnamed)", 200))
       } are nested ${depth} levels deep, more than the ${ProviderOptions.maxNestingDepth} allowed`
     )
   })

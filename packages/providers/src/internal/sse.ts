@@ -24,8 +24,11 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ProviderOptions from "../ProviderOptions.js"
-import { excerpt, fromBodyError, inBandError, parseErrorBody, type Settings } from "./http.js"
+import { parseErrorBody } from "./errorBody.js"
+import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
+import { excerpt } from "./redaction.js"
+import type { Settings } from "./settings.js"
 
 const tooLarge = (settings: Settings) =>
   new ProviderRejection.ProviderRejection({

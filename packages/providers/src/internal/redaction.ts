@@ -1,0 +1,77 @@
+/**
+ * Keeping the key out of everything a failure may show: `makeScrub` (every occurrence of the key in a text),
+ * `excerpt` (server text scrubbed, then cut), and `redactHeaders` (the view of a response's headers an error keeps).
+ *
+ * Moved out of `internal/http.ts` when it was split by concept. The headers are redacted by name with
+ * `@effect/platform`'s `Headers.redact` (the names of `Headers.currentRedactedNames`, which the platform itself hides
+ * when it logs headers, plus `secretHeaders`) instead of a hand-written copy, and the key is still scrubbed from every
+ * other value: a server may echo it in any header.
+ *
+ * @internal
+ */
+import * as Headers from "@effect/platform/Headers"
+import * as Redacted from "effect/Redacted"
+
+/**
+ * What a secret is replaced with, in a text and in a header.
+ *
+ * @internal
+ */
+export const marker = "<redacted>"
+
+/** @internal */
+export const makeScrub = (apiKey: Redacted.Redacted<string>) => {
+  const secret = Redacted.value(apiKey)
+  // A key too short to be a secret is not scrubbed: replacing one letter everywhere would only garble messages.
+  if (secret.length < 4) return (text: string) => text
+  return (text: string) => text.includes(secret) ? text.split(secret).join(marker) : text
+}
+
+/**
+ * At most `max` characters of server text for a message, with `…` when it was cut. The text is scrubbed of the key
+ * **before** it is cut: cutting first could split the key, leaving a fragment the scrub no longer recognises.
+ *
+ * @internal
+ */
+export const excerpt = (scrub: (text: string) => string, text: string, max: number): string => {
+  const clean = scrub(text)
+  return clean.length > max ? `${clean.slice(0, max)}…` : clean
+}
+
+/**
+ * The headers redacted whatever `Headers.currentRedactedNames` holds: credentials (`authorization`,
+ * `proxy-authorization`, `x-api-key`, Azure's `api-key`), cookies, and the OpenAI account identifiers. The same
+ * names as `ProviderFailure.redactHeaders` in the core, which redacts them again when the failure is built.
+ *
+ * @internal
+ */
+export const secretHeaders: ReadonlyArray<string> = [
+  "authorization",
+  "proxy-authorization",
+  "x-api-key",
+  "api-key",
+  "cookie",
+  "set-cookie",
+  "openai-organization",
+  "openai-project"
+]
+
+/**
+ * The view of a response's headers an error keeps, as a plain record of strings (what `ProviderFailure` holds, prints
+ * and serializes): a header named by `names` (see `secretHeaders`) is `<redacted>` (`Headers.redact` marks it
+ * `Redacted`, and a `Redacted` is not a string), and every other value is scrubbed of the key.
+ *
+ * @internal
+ */
+export const redactHeaders = (
+  headers: Headers.Headers,
+  names: ReadonlyArray<string | RegExp>,
+  scrub: (text: string) => string
+): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const [name, value] of Object.entries(Headers.redact(headers, names))) {
+    if (Redacted.isRedacted(value)) out[name] = marker
+    else if (typeof value === "string") out[name] = scrub(value)
+  }
+  return out
+}

@@ -1,0 +1,73 @@
+/**
+ * The options of an HTTP provider after defaults and validation (`Settings`), and the URL of a protocol's endpoint.
+ *
+ * Moved out of `internal/http.ts` when it was split by concept: that file held settings, error bodies, `Retry-After`,
+ * the capability fallback and the send. Every protocol module builds its `Settings` here once, in `make`.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import type * as Redacted from "effect/Redacted"
+import * as ProviderOptions from "../ProviderOptions.js"
+import { makeScrub } from "./redaction.js"
+
+/**
+ * Options after defaults and validation.
+ *
+ * @internal
+ */
+export interface Settings {
+  /** An http(s) URL without a fragment (`endpoint` appends a protocol's path to it). */
+  readonly baseUrl: string
+  readonly apiKey: Redacted.Redacted<string>
+  readonly firstByteTimeout: Duration.Duration
+  readonly idleTimeout: Duration.Duration
+  readonly maxEventSize: number
+  readonly maxReplyBytes: number
+  /** Replaces every occurrence of the key in a text that may end up in an error. */
+  readonly scrub: (text: string) => string
+}
+
+const positive = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
+  const duration = input === undefined ? fallback : Duration.decode(input)
+  if (!Duration.isFinite(duration) || Duration.lessThanOrEqualTo(duration, Duration.zero)) {
+    throw new RangeError(`${name} must be a positive, finite duration`)
+  }
+  return duration
+}
+
+const integer = (name: string, input: number | undefined, fallback: number) => {
+  const value = input ?? fallback
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer >= 1, got ${value}`)
+  return value
+}
+
+/** @internal */
+export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOptions.Options): Settings => {
+  const scrub = makeScrub(options.apiKey)
+  const baseUrl = options.baseUrl ?? ProviderOptions.defaultBaseUrl(protocol)
+  const problem = ProviderOptions.baseUrlProblem(baseUrl)
+  if (problem !== undefined) throw new RangeError(`baseUrl ${problem}, got ${JSON.stringify(scrub(baseUrl))}`)
+  return {
+    baseUrl,
+    apiKey: options.apiKey,
+    firstByteTimeout: positive("firstByteTimeout", options.firstByteTimeout, ProviderOptions.defaultFirstByteTimeout),
+    idleTimeout: positive("idleTimeout", options.idleTimeout, ProviderOptions.defaultIdleTimeout),
+    maxEventSize: integer("maxEventSize", options.maxEventSize, ProviderOptions.defaultMaxEventSize),
+    maxReplyBytes: integer("maxReplyBytes", options.maxReplyBytes, ProviderOptions.defaultMaxReplyBytes),
+    scrub
+  }
+}
+
+/**
+ * The URL of a protocol's endpoint: `path` appended to the base URL's path, trailing slashes ignored, and the base
+ * URL's query kept (`https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21` with `/chat/completions`
+ * is `…/openai/deployments/d/chat/completions?api-version=2024-10-21`). The base has no fragment (`settings`).
+ *
+ * @internal
+ */
+export const endpoint = (baseUrl: string, path: string): string => {
+  const url = new URL(baseUrl)
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}${path}`
+  return url.href
+}
