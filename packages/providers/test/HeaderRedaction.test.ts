@@ -89,4 +89,20 @@ describe("a failure's headers", () => {
       const defaults = yield* FiberRef.get(Headers.currentRedactedNames)
       assert.includeMembers([...defaults], ["authorization", "cookie", "set-cookie", "x-api-key"])
     }).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici)))
+
+  it.effect("a key sent back as the content-encoding (2xx and 4xx) is scrubbed, whatever its case", () =>
+    Effect.gen(function*() {
+      for (const status of [200, 400]) {
+        const s = yield* server((_req, res) => {
+          res.writeHead(status, { "content-encoding": KEY, "content-type": "text/event-stream" })
+          res.end("abcd")
+        })
+        const provider = yield* OpenAiChat.make({ apiKey: Redacted.make(KEY), baseUrl: `${s.url}/v1` })
+        const { result } = yield* run(provider)
+        if (Either.isRight(result)) return assert.fail("an encoded body must fail")
+        const seen = `${String(result.left)} ${JSON.stringify(result.left)} ${inspect(result.left, { depth: 10 })}`
+        assert.notInclude(seen.toLowerCase(), KEY.slice(8).toLowerCase(), seen)
+        assert.include(seen, "<redacted>")
+      }
+    }).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici)))
 })

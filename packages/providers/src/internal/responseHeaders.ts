@@ -29,8 +29,9 @@ export const header = (headers: Headers.Headers, name: string): string | undefin
  * @internal
  */
 export const contentEncoding = (headers: Headers.Headers): string | undefined => {
-  const codings = (header(headers, "content-encoding") ?? "").split(",").map((c) => c.trim().toLowerCase())
-    .filter((c) => c.length > 0 && c !== "identity")
+  // compared in lower case, returned as sent: a caller scrubs the value of the key, which only matches as sent
+  const codings = (header(headers, "content-encoding") ?? "").split(",").map((c) => c.trim())
+    .filter((c) => c.length > 0 && c.toLowerCase() !== "identity")
   return codings.length > 0 ? codings.join(", ") : undefined
 }
 
