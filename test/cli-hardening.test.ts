@@ -12,7 +12,7 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { repoRoot, run } from "./utils/spawn.js"
+import { repoRoot, run, start } from "./utils/spawn.js"
 
 const KEY = "sk-proj-" +
   Array.from({ length: 156 }, (_, i) => "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"[(i * 13 + 5) % 57])
@@ -230,5 +230,17 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.include(badSession.stderr, "/nonexistent/<redacted>/s.jsonl")
       assert.isUndefined(leak(badSession.stderr + badSession.stdout), badSession.stderr)
       assert.strictEqual(yield* count, 0)
+    }))
+
+  it.scoped("SIGINT once the answer is printed ends as committed: exit 0, never killed by the signal", () =>
+    Effect.gen(function*() {
+      const { base } = yield* setup({ reply: { text: "the committed answer" } })
+      for (let i = 0; i < 3; i++) {
+        const running = yield* start(args(base, "hi"), env)
+        yield* running.awaitStdout(/the committed answer\n/)
+        running.child.kill("SIGINT")
+        const result = yield* running.exit
+        assert.deepStrictEqual([result.code, result.signal], [0, null], result.stderr)
+      }
     }))
 })

@@ -72,10 +72,18 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.include(result.stderr, "--wait-session")
         assert.strictEqual(result.stdout, "")
         assert.strictEqual(yield* count, 0)
-        assert.isFalse(fs.existsSync(session))
-        // another spelling of the same file is the same lock
-        const other = path.join(path.dirname(session), ".", "..", path.basename(path.dirname(session)), "session.jsonl")
-        assert.strictEqual((yield* run(chatArgs(base, "--session", other, "hi"), env)).code, 2)
+        assert.strictEqual(fs.readFileSync(session, "utf8"), "")
+        // another spelling of the same file, a symlink to it and a hard link to it are the same lock
+        const dir = path.dirname(session)
+        const other = path.join(dir, ".", "..", path.basename(dir), "session.jsonl")
+        fs.symlinkSync(session, path.join(dir, "link.jsonl"))
+        fs.linkSync(session, path.join(dir, "hard.jsonl"))
+        for (const name of [other, path.join(dir, "link.jsonl"), path.join(dir, "hard.jsonl")]) {
+          const again = yield* run(chatArgs(base, "--session", name, "hi"), env)
+          assert.strictEqual(again.code, 2, `${name}: ${again.stderr}`)
+          assert.include(again.stderr, `pid ${held.pid}`)
+        }
+        assert.strictEqual(yield* count, 0)
       }))
 
     it.scoped("--wait-session waits for the holder, is told why, then runs its turn", () =>

@@ -37,11 +37,26 @@ export interface Holder {
 }
 
 /**
- * The session's identity: its real path (the directory resolved through symlinks, so two spellings of one file are
- * one lock), or the resolved path when the directory does not exist (the append check reports that).
+ * The session's identity: the file itself (its device and inode, so a symlink to it, a hard link or another
+ * spelling is the same lock), else its real path (the directory resolved through symlinks), or the resolved
+ * path when the directory does not exist (the append check reports that).
  */
 const identity = (path: string): string => {
   const absolute = nodePath.resolve(path)
+  try {
+    // created (empty) when missing, as the first append would, so that every process names it by its inode; never
+    // waiting on a FIFO (O_NONBLOCK: no reader fails at once) and never writing
+    const { O_WRONLY, O_APPEND, O_CREAT, O_NONBLOCK } = fs.constants
+    fs.closeSync(fs.openSync(absolute, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK, 0o666))
+  } catch {
+    // a missing directory, a FIFO, no permission: the session checks that follow say which
+  }
+  try {
+    const info = fs.statSync(absolute)
+    return `inode:${info.dev}:${info.ino}`
+  } catch {
+    // not there yet: its first append creates it, under this lock
+  }
   try {
     return nodePath.join(fs.realpathSync(nodePath.dirname(absolute)), nodePath.basename(absolute))
   } catch {

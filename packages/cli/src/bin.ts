@@ -34,7 +34,12 @@ NodeRuntime.runMain(main, {
   disableErrorReporting: true,
   teardown: (exit, onExit) => {
     const code = program.exitCode(exit as Exit.Exit<number, unknown>)
-    if (code !== undefined || Exit.isSuccess(exit)) return onExit(code ?? 0)
+    if (code !== undefined || Exit.isSuccess(exit)) {
+      // The outcome is decided; on 0 the runtime lets the event loop drain (sockets closing) and has removed its
+      // SIGINT handler: a Ctrl-C then ends the process with that outcome, not as killed by the signal.
+      process.on("SIGINT", () => process.exit(code ?? 0))
+      return onExit(code ?? 0)
+    }
     // A defect is a bug in reprise: one line, unless --debug asks for the whole cause with its stack.
     const detail = debug ? Cause.pretty(exit.cause) : Cause.pretty(exit.cause).split("\n")[0]
     process.stderr.write(`reprise: internal error: ${program.scrub(detail)}\n`)
