@@ -243,4 +243,40 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.deepStrictEqual([result.code, result.signal], [0, null], result.stderr)
       }
     }))
+
+  it.effect("stdout that cannot be written (a full disk) is one error line and exit 74, the commit kept", () =>
+    Effect.gen(function*() {
+      const { base } = yield* setup({ reply: { text: "an answer for a full disk" } })
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-full-"))
+      const session = path.join(dir, "s.jsonl")
+      const full = fs.openSync("/dev/full", "w")
+      const child = yield* Effect.promise(() =>
+        new Promise<{ code: number | null; stderr: string }>((resolve) => {
+          const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
+          const p = spawn(process.execPath, [bin, ...args(base, "--session", session, "hi")], {
+            env: { ...process.env, ...env },
+            stdio: ["ignore", full, "pipe"]
+          })
+          let stderr = ""
+          p.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+          p.on("close", (code) => resolve({ code, stderr }))
+        })
+      )
+      fs.closeSync(full)
+      assert.strictEqual(child.code, 74, child.stderr)
+      assert.strictEqual(child.stderr, "reprise: error: cannot write the output (ENOSPC)\n")
+      assert.strictEqual(fs.readFileSync(session, "utf8").trim().split("\n").length, 2)
+    }))
+
+  it.effect("simulate --script refuses a FIFO or a device at once (exit 2), instead of blocking or growing", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-script-"))
+      const fifo = path.join(dir, "script.fifo")
+      assert.strictEqual(spawnSync("mkfifo", [fifo]).status, 0)
+      for (const file of [fifo, "/dev/zero"]) {
+        const result = yield* run(["simulate", "--script", file])
+        assert.strictEqual(result.code, 2, result.stderr)
+        assert.include(result.stderr, "not a regular file")
+      }
+    }))
 })

@@ -135,7 +135,8 @@ export const exitCodeOf = (error: unknown, json: boolean, scrub: (text: string) 
     if (error instanceof ExitCode.Exit) return error.code
     const outcome = ExitCode.classify(error)
     const commandLine = ValidationError.isValidationError(error)
-    const message = scrub(outcome.message)
+    // one line of text whatever the error quotes (a file name, a line of a session): no escape sequence gets through
+    const message = Sanitize.escapeControls(scrub(outcome.message))
     if (json) {
       yield* Output.stdout(
         JSON.stringify({ type: "error", class: outcome.class, message, exitCode: outcome.exitCode }) + "\n"

@@ -8,6 +8,7 @@ import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
 
 /**
  * The terminal that stdout and stderr both write to, when what was written may be redrawn there
@@ -58,10 +59,25 @@ const write = (stream: NodeJS.WriteStream) => (text: string): Effect.Effect<void
  */
 export const brokenPipeExitCode = 141
 
+/**
+ * The exit code when stdout or stderr cannot be written for another reason (a full disk behind `> file`,
+ * `> /dev/full`): 74, `EX_IOERR` of sysexits.h. What was committed before is in the session file.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const outputErrorExitCode = 74
+
 const onBrokenPipe = (error: NodeJS.ErrnoException) => {
   // The reader is gone, so nothing more can be said to it: stop at once, quietly, as Unix tools do.
   if (error.code === "EPIPE") process.exit(brokenPipeExitCode)
-  throw error
+  // Any other write error: one line on stderr (if it can still be written), never a stack.
+  try {
+    fs.writeSync(2, `reprise: error: cannot write the output (${error.code ?? "unknown error"})\n`)
+  } catch {
+    // stderr is what failed
+  }
+  process.exit(outputErrorExitCode)
 }
 
 /**

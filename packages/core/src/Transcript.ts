@@ -69,9 +69,34 @@ export class TranscriptError extends Schema.TaggedError<TranscriptError>("@repri
  */
 export const isTranscriptError = (u: unknown): u is TranscriptError => Predicate.isTagged(u, "TranscriptError")
 
-const MessageFromJson = Schema.parseJson(Message.Message)
-const encodeMessage = Schema.encodeSync(MessageFromJson)
-const decodeMessage = Schema.decodeUnknownEither(MessageFromJson)
+const encodeMessage = Schema.encodeSync(Schema.parseJson(Message.Message))
+const decodeMessage = Schema.decodeUnknownEither(Message.Message)
+
+/**
+ * The deepest a line may nest (objects and arrays): far beyond any message, and far below what would overflow the
+ * stack of whatever walks the value later (the Schema, the encoder of the next request).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const maxNestingDepth = 128
+
+/** The nesting depth of a JSON text, counted without recursion; brackets inside strings do not count. */
+const depthOf = (text: string): number => {
+  let depth = 0
+  let deepest = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) deepest = Math.max(deepest, ++depth)
+    else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return deepest
+}
 
 /**
  * One message as one JSONL line (without its newline).
@@ -82,19 +107,32 @@ const decodeMessage = Schema.decodeUnknownEither(MessageFromJson)
 export const encodeLine = (message: Message.Message): string => encodeMessage(message)
 
 /**
- * Decodes one line; the error explains, in one line, why it is not a message.
+ * Decodes one line; the error explains, in one line, why it is not a message. It never quotes the line (a parser's
+ * own message would: the line may hold anything, a key or escape sequences), and a line nested deeper than
+ * {@link maxNestingDepth} is refused before it is parsed.
  *
  * @since 0.1.0
  * @category encoding
  */
-export const decodeLine = (line: string): Either.Either<Message.Message, string> =>
-  Either.mapLeft(
-    decodeMessage(line),
+export const decodeLine = (line: string): Either.Either<Message.Message, string> => {
+  const depth = depthOf(line)
+  if (depth > maxNestingDepth) {
+    return Either.left(`nested ${depth} levels deep, more than the ${maxNestingDepth} allowed`)
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch {
+    return Either.left("not valid JSON")
+  }
+  return Either.mapLeft(
+    decodeMessage(json),
     (error) =>
       ParseResult.ArrayFormatter.formatErrorSync(error)
         .map((issue) => issue.path.length === 0 ? issue.message : `${issue.path.join(".")}: ${issue.message}`)
         .join("; ")
   )
+}
 
 const isJson = (text: string): boolean => {
   try {

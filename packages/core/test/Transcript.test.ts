@@ -211,3 +211,25 @@ describe("Transcript.append on a full disk", () => {
       assert.deepStrictEqual(yield* Transcript.load(file), messages.slice(0, 2))
     }).pipe(Effect.provide(NodeContext.layer)))
 })
+
+describe("Transcript lines a hand (or a hostile file) made", () => {
+  it("a line nested past the bound is refused before it is parsed, not a stack overflow", () => {
+    const deepArguments = `{"role":"assistant","text":"","toolCalls":[{"id":"c","name":"n","arguments":${
+      "{\"a\":".repeat(20_000)
+    }1${"}".repeat(20_000)}}]}`
+    const deepText = `{"role":"user","text":${"[".repeat(20_000)}${"]".repeat(20_000)}}`
+    for (const line of [deepArguments, deepText]) {
+      const decoded = Transcript.decodeLine(line)
+      assert.isTrue(Either.isLeft(decoded))
+      assert.match(Either.getLeft(decoded).pipe((o) => o._tag === "Some" ? o.value : ""), /nested 2000\d levels deep/)
+    }
+    // brackets inside strings do not count
+    const brackets = JSON.stringify(Message.user("[".repeat(5_000)))
+    assert.deepStrictEqual(Transcript.decodeLine(brackets), Either.right(Message.user("[".repeat(5_000))))
+  })
+
+  it("a line that is not JSON is described without quoting it (no key, no escape sequence)", () => {
+    const decoded = Transcript.decodeLine("\u001b]0;PWNED\u0007 sk-proj-secret")
+    assert.deepStrictEqual(decoded, Either.left("not valid JSON"))
+  })
+})

@@ -190,6 +190,13 @@ export const load = (
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
+    // a script is a file: a FIFO would block the read, a device (/dev/zero) would never end it
+    const info = yield* fs.stat(file).pipe(
+      Effect.mapError((cause) => new ScriptError({ reason: "File", file, issues: [cause.message], cause }))
+    )
+    if (info.type !== "File") {
+      return yield* new ScriptError({ reason: "File", file, issues: [`not a regular file (${info.type})`] })
+    }
     const text = yield* fs.readFileString(file).pipe(
       Effect.mapError((cause) => new ScriptError({ reason: "File", file, issues: [cause.message], cause }))
     )
