@@ -34,8 +34,25 @@ export const makeScrub = (apiKey: Redacted.Redacted<string>) => {
  * @internal
  */
 export const excerpt = (scrub: (text: string) => string, text: string, max: number): string => {
-  const clean = scrub(text)
+  const clean = revealed(scrub, text) ?? scrub(text)
   return clean.length > max ? `${clean.slice(0, max)}…` : clean
+}
+
+/**
+ * A JSON text can spell the key with escapes (`\u0073k-…`) that a scrub of the raw text does not see. When the text
+ * is JSON and its decoded strings hold the key, the text is shown re-serialised (no escapes left in ASCII), scrubbed;
+ * otherwise `undefined` (the raw text is shown as it came, scrubbed).
+ */
+const revealed = (scrub: (text: string) => string, text: string): string | undefined => {
+  if (!text.includes("\\")) return undefined
+  let canonical: string
+  try {
+    canonical = JSON.stringify(JSON.parse(text))
+  } catch {
+    return undefined
+  }
+  const clean = scrub(canonical)
+  return clean === canonical ? undefined : clean
 }
 
 /**
