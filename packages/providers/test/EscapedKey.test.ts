@@ -35,3 +35,20 @@ describe("a JSON-escaped key", () => {
       }).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici)))
   }
 })
+
+describe("a piece of the key", () => {
+  it.effect("echoed by a 401 (its first 40 characters, its last 12) leaves no 8 characters of it", () =>
+    Effect.gen(function*() {
+      const message = `Incorrect API key provided: ${KEY.slice(0, 40)}...${KEY.slice(-12)}. See the docs.`
+      const s = yield* server((_req, res) => {
+        res.writeHead(401, { "content-type": "application/json" })
+        res.end(JSON.stringify({ error: { message, type: "invalid_request_error", code: "invalid_api_key" } }))
+      })
+      const provider = yield* OpenAiChat.make({ apiKey: Redacted.make(KEY), baseUrl: `${s.url}/v1` })
+      const { result } = yield* run(provider)
+      if (Either.isRight(result)) return assert.fail("must fail")
+      const seen = `${String(result.left)} ${JSON.stringify(result.left)}`
+      for (let i = 0; i + 8 <= KEY.length; i++) assert.notInclude(seen, KEY.slice(i, i + 8), seen)
+      assert.include(seen, "Incorrect API key provided: <redacted>...<redacted>. See the docs.")
+    }).pipe(Effect.scoped, Effect.provide(NodeHttpClient.layerUndici)))
+})

@@ -19,12 +19,43 @@ import * as Redacted from "effect/Redacted"
  */
 export const marker = "<redacted>"
 
-/** @internal */
+/**
+ * The shortest piece of the key that is scrubbed on its own, when the server echoes part of it (`Incorrect API key
+ * provided: sk-proj-abcd…wxyz`).
+ *
+ * @internal
+ */
+export const minFragment = 8
+
+/**
+ * Every occurrence of the key in a text, and every run of at least {@link minFragment} characters that is a piece of
+ * it (a server echoing the key's start or end, a key cut by the server itself), becomes {@link marker}.
+ *
+ * @internal
+ */
 export const makeScrub = (apiKey: Redacted.Redacted<string>) => {
   const secret = Redacted.value(apiKey)
   // A key too short to be a secret is not scrubbed: replacing one letter everywhere would only garble messages.
   if (secret.length < 4) return (text: string) => text
-  return (text: string) => text.includes(secret) ? text.split(secret).join(marker) : text
+  const whole = (text: string) => text.includes(secret) ? text.split(secret).join(marker) : text
+  if (secret.length <= minFragment) return whole
+  const grams = new Set<string>()
+  for (let i = 0; i + minFragment <= secret.length; i++) grams.add(secret.slice(i, i + minFragment))
+  return (text: string) => {
+    const out = whole(text)
+    let result = ""
+    let from = 0
+    for (let i = 0; i + minFragment <= out.length; i++) {
+      if (!grams.has(out.slice(i, i + minFragment))) continue
+      // the longest piece of the key that starts here
+      let end = i + minFragment
+      while (end < out.length && secret.includes(out.slice(i, end + 1))) end++
+      result += out.slice(from, i) + marker
+      from = end
+      i = end - 1
+    }
+    return from === 0 ? out : result + out.slice(from)
+  }
 }
 
 /**
