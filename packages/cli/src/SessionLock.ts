@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import * as Transcript from "@reprise/core/Transcript"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as crypto from "node:crypto"
@@ -221,6 +222,12 @@ export const acquire = <R = never>(
         case "Held":
           return Effect.succeed(result.lock)
         case "Stale":
+          // In the abstract namespace nothing is stale: taken but refusing connections is a holder letting go (its
+          // socket still bound while it closes), so try again in a moment. A socket file is removed and taken over.
+          if (at.startsWith("\0")) {
+            if (stale >= 1000) return Effect.fail(failed(path, new Error(`the lock ${at} is not released`)))
+            return Effect.zipRight(Effect.sleep(Duration.millis(5)), loop(announced, stale + 1))
+          }
           if (stale >= 3) return Effect.fail(failed(path, new Error(`the lock ${at} cannot be taken over`)))
           return Effect.zipRight(removeStale(at), loop(announced, stale + 1))
         case "Taken": {
