@@ -82,12 +82,20 @@ export const run = (
     const committed: Array<Message.Message> = []
     let replies = 0
     let final: Chat.TurnResult | undefined
+    // Chat.turn's first batch is its opening and the first reply: the opening's length is read from it, not worked out
+    // again here
+    let openingLength = 0
     const persist = (messages: ReadonlyArray<Message.Message>) =>
       Option.match(settings.session, {
         onNone: () => Effect.void,
         // the session file is written by reprise: no part of the key in it, whatever the model sent back
         onSome: (path) => Transcript.append(path, messages.map(sanitizer.message))
-      }).pipe(Effect.tap(() => Effect.sync(() => committed.push(...messages))))
+      }).pipe(Effect.tap(() =>
+        Effect.sync(() => {
+          if (committed.length === 0) openingLength = messages.length - 1
+          committed.push(...messages)
+        })
+      ))
     const onCommit = (commit: Chat.Commit) =>
       Effect.gen(function*() {
         if (commit._tag === "Reply") {
@@ -107,7 +115,6 @@ export const run = (
           yield* render.toolResult(commit.message)
         }
       })
-    const openingLength = Chat.interruptedToolResults(history).length + 1
     const step = Chat.turn(history, prompt, {
       model: settings.model,
       system: Option.getOrUndefined(settings.system),
