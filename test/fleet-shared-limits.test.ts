@@ -18,9 +18,11 @@ const env = { OPENAI_API_KEY: KEY }
 const WORKERS = 8
 const route = "openai-chat"
 
-/** The fleet's retry budget in the outage test: the default ratio and window, a floor of 2 replays per second. */
+/** The fleet's retry budget in the outage test: the defaults (20 %, 10 replays per second, a window of 10 s). */
 const ratio = 0.2
-const floorPerSecond = 2
+const floorPerSecond = 10
+/** The outage: every request within 5 s of the phase's first one gets a 503. */
+const outageMs = 5000
 
 const args = (command: "chat" | "repl", base: string, fleet: ReadonlyArray<string>, ...rest: ReadonlyArray<string>) => [
   command,
@@ -30,9 +32,9 @@ const args = (command: "chat" | "repl", base: string, fleet: ReadonlyArray<strin
   "fleet-model",
   // workers that retry hard: without a fleet, 11 attempts fit in less than a second
   "--backoff-base",
-  "20",
+  "10",
   "--backoff-max",
-  "100",
+  "50",
   ...fleet,
   ...rest
 ]
@@ -45,7 +47,10 @@ const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, what: string, wit
 
 const occurrences = (text: string, pattern: RegExp) => text.match(new RegExp(pattern, "g"))?.length ?? 0
 
-const outage: SimulatorScript.RouteScript = { steps: [{ kind: "status", status: 503 }], afterLast: "repeat-last" }
+const outage: SimulatorScript.RouteScript = {
+  steps: [{ kind: "status", status: 503, forMs: outageMs }],
+  reply: { text: "after the outage" }
+}
 
 const base = layer(Layer.merge(Simulator.layer(), Layer.scoped(Redis, redisServer)), {
   excludeTestServices: true,
@@ -54,38 +59,42 @@ const base = layer(Layer.merge(Simulator.layer(), Layer.scoped(Redis, redisServe
 
 base("fleet: an outage", (it) => {
   it.scoped(
-    "an outage (503): 8 × 11 sends without the fleet; with it at most first attempts × (1 + ratio) + floor × seconds",
+    "an outage (503 for 5 s): 8 × 11 sends without the fleet; with it at most first attempts × 1.2 + 10 × seconds",
     () =>
       Effect.gen(function*() {
         const sim = yield* Simulator.Simulator
         const redis = yield* Redis
         const baseUrl = sim.baseUrl(route)
-        // Every request of a phase gets a 503: the outage outlasts the workers (11 attempts take about a second, plus the
-        // start of 8 processes, which a loaded machine may stretch to several), so the counts do not depend on timing.
+        // Each phase starts its own 5 s outage with its first request. 11 attempts take about a second, so every worker
+        // gives up inside it; the check below says so if a loaded machine stretched a phase past it.
         const workers = (fleet: ReadonlyArray<string>) =>
-          Effect.zipRight(
-            sim.setScript({ routes: { [route]: outage } }),
-            Effect.forEach(
+          Effect.gen(function*() {
+            yield* sim.setScript({ routes: { [route]: outage } })
+            const results = yield* Effect.forEach(
               Array.from({ length: WORKERS }, (_, i) => i),
-              (i) =>
-                run(args("chat", baseUrl, fleet, `question ${i}`), {
-                  ...env,
-                  REPRISE_FLEET_FLOOR: `${floorPerSecond}`
-                }),
+              (i) => run(args("chat", baseUrl, fleet, `question ${i}`), env),
               { concurrency: "unbounded" }
             )
-          )
+            const requests = yield* sim.requestsTo(route)
+            const inside = requests.filter((r) => r.step === "status")
+            assert.strictEqual(inside.length, requests.length, "the phase ended inside its outage")
+            return { results, requests }
+          })
 
-        const alone = yield* workers([])
-        const aloneSends = yield* sim.count(route)
+        const { results: alone, requests: aloneRequests } = yield* workers([])
+        const aloneSends = aloneRequests.length
         assert.strictEqual(aloneSends, WORKERS * 11, "without a fleet every worker spends its 11 attempts")
         for (const w of alone) {
           assert.strictEqual(w.code, 75, w.stderr)
           assert.include(w.stderr, "[RecoveryExhausted.Attempts]")
         }
 
-        const shared = yield* workers(["--fleet", redis.url, "--fleet-name", `outage-${process.pid}`])
-        const requests = yield* sim.requestsTo(route)
+        const { requests, results: shared } = yield* workers([
+          "--fleet",
+          redis.url,
+          "--fleet-name",
+          `outage-${process.pid}`
+        ])
         const times = requests.map((r) => r.receivedAt)
         // The seconds of the server's clock the run touched (the floor accrues once per second of the fleet's window):
         // a span of t ms touches at most floor(t / 1000) + 2; the first deposit precedes the first send by a few ms.

@@ -269,6 +269,12 @@ const common = {
   /** Extra response headers (they override the simulator's own). */
   headers: Schema.optional(Headers),
   pace: Schema.optional(Pace),
+  /**
+   * Hold the step for a span of time: every request that arrives within `forMs` milliseconds of the step's first
+   * request gets this step (an outage of 5 s is `{ "kind": "status", "status": 503, "forMs": 5000 }`); the first
+   * request after the span goes on to the next step. Without it the step serves one request.
+   */
+  forMs: Schema.optional(Millis),
   /** Free text, ignored: JSON has no comments. */
   comment: Schema.optional(Schema.String)
 }
@@ -372,6 +378,7 @@ export const StatusStep = Schema.Struct({
   headers: Schema.optional(Headers),
   body: Schema.optional(Schema.Unknown),
   error: Schema.optional(ErrorObject),
+  forMs: common.forMs,
   comment: Schema.optional(Schema.String)
 }).pipe(
   Schema.filter((step) =>
@@ -404,6 +411,7 @@ export const DripStep = Schema.Struct({
   kind: Schema.Literal("drip"),
   reply: common.reply,
   headers: common.headers,
+  forMs: common.forMs,
   comment: common.comment,
   everyMs: Millis,
   bytes: Schema.optional(Positive),
@@ -449,7 +457,8 @@ export type StepKind = Step["kind"]
 
 /**
  * The script of one route. The Nth request to the route (counted from when the script was set) gets
- * `steps[N-1]`; after the last step, `afterLast` decides: `reply` (default) serves the route's `reply` in full,
+ * `steps[N-1]` (a step with `forMs` serves every request of its span, then the next request gets the next step);
+ * after the last step, `afterLast` decides: `reply` (default) serves the route's `reply` in full,
  * `repeat-last` repeats the last step. Without steps every request gets the full reply.
  *
  * @since 0.1.0

@@ -58,6 +58,8 @@ export class Store {
   /** Exchanges not yet ended, kept even when the records are cleared, so `awaitClose` still resolves. */
   private open = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
   private cursors = zero()
+  /** When the held step (one with `forMs`) at each route's cursor served its first request. */
+  private heldSince: Partial<Record<SimulatorScript.Route, number>> = {}
   counts = zero()
   nextId = 1
 
@@ -66,12 +68,14 @@ export class Store {
   setScript(script: Load.LoadedScript): void {
     this.script = script
     this.cursors = zero()
+    this.heldSince = {}
     this.clear()
   }
 
   setRoute(route: SimulatorScript.Route, loaded: Load.LoadedRoute): void {
     this.script = { ...this.script, [route]: loaded }
     this.cursors = { ...this.cursors, [route]: 0 }
+    this.heldSince = { ...this.heldSince, [route]: undefined }
   }
 
   clear(): void {
@@ -95,11 +99,10 @@ export class Store {
     let source: Load.Source = Load.empty["openai-chat"].reply
     let nth = 0
     if (route !== undefined) {
-      const picked = Load.pick(this.script[route], this.cursors[route])
+      const picked = this.pickHeld(route, request.receivedAt)
       step = picked.step
       stepIndex = picked.index
       source = picked.source
-      this.cursors = { ...this.cursors, [route]: this.cursors[route] + 1 }
       this.counts = { ...this.counts, [route]: this.counts[route] + 1 }
       nth = this.counts[route]
     }
@@ -119,6 +122,27 @@ export class Store {
       for (const old of dropped) this.index.delete(old.id)
     }
     return { record: { ...record }, step, source }
+  }
+
+  /**
+   * The step of the route's next request: a step with `forMs` stays at the cursor for its span (timed from its
+   * first request by the arrival times), then the cursor moves on.
+   */
+  private pickHeld(route: SimulatorScript.Route, at: number): ReturnType<typeof Load.pick> {
+    const held = (picked: ReturnType<typeof Load.pick>) => picked.index !== undefined && picked.step.forMs !== undefined
+    let picked = Load.pick(this.script[route], this.cursors[route])
+    const since = this.heldSince[route]
+    if (held(picked) && since !== undefined && at - since >= picked.step.forMs!) {
+      this.cursors = { ...this.cursors, [route]: this.cursors[route] + 1 }
+      this.heldSince = { ...this.heldSince, [route]: undefined }
+      picked = Load.pick(this.script[route], this.cursors[route])
+    }
+    if (held(picked)) {
+      if (this.heldSince[route] === undefined) this.heldSince = { ...this.heldSince, [route]: at }
+    } else {
+      this.cursors = { ...this.cursors, [route]: this.cursors[route] + 1 }
+    }
+    return picked
   }
 
   close(id: number, closure: RecordedRequest.Closure): void {
