@@ -23,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
@@ -40,6 +41,7 @@ import * as ProviderFailure from "./ProviderFailure.js"
 import * as ProviderRejection from "./ProviderRejection.js"
 import * as RecoveryExhausted from "./RecoveryExhausted.js"
 import * as RecoveryNotifications from "./RecoveryNotifications.js"
+import * as Telemetry from "./RecoveryTelemetry.js"
 import * as TransportError from "./TransportError.js"
 
 /**
@@ -86,7 +88,14 @@ export interface Options<R = never> {
    * (for usage); if the drain fails, the attempt failed and its tool call is not committed.
    */
   readonly earlyBreakOnToolCall?: boolean | undefined
+  /**
+   * Attributes of the reply's `reprise.reply` span (see {@link Telemetry}); {@link generate} sets the GenAI ones
+   * (`gen_ai.system`, `gen_ai.request.model`, …).
+   */
+  readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
 }
+
+const A = Telemetry.Attribute
 
 /**
  * Whether failed attempts may be replayed in the current fiber.
@@ -109,13 +118,11 @@ export const currentReplay: FiberRef.FiberRef<boolean> = globalValue(
 export const disabled = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.locally(self, currentReplay, false)
 
+type AttemptError = ProviderFailure.ProviderFailure | HookError.HookError | Budget.BudgetExhausted
+
 type Outcome =
   | { readonly _tag: "Completed"; readonly acc: Accumulator }
-  | {
-    readonly _tag: "Failed"
-    readonly acc: Accumulator
-    readonly error: ProviderFailure.ProviderFailure | HookError.HookError | Budget.BudgetExhausted
-  }
+  | { readonly _tag: "Failed"; readonly acc: Accumulator; readonly error: AttemptError }
 
 /**
  * The allowance given to one attempt's stream: its first send was reserved by the recovery loop just before the
@@ -221,6 +228,8 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const N = RecoveryNotifications.Notification
     const fleet = yield* FleetLimits.FleetLimits
     const errors: Array<ProviderFailure.ProviderFailure> = []
+    // Physical sends made by this reply (the budget's count is shared with nested scopes).
+    let attemptsOfReply = 0
     // Why the fleet stopped a resend inside an attempt: that attempt then fails with a BudgetExhausted, which ends
     // recovery with this reason instead.
     let fleetStop: { readonly reason: RecoveryExhausted.Reason; readonly retryAfter?: Duration.Duration } | undefined
@@ -240,11 +249,22 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           ...(retryAfter === undefined ? {} : { retryAfter })
         })
         yield* notify(N.Exhausted({ error }))
+        yield* Metric.increment(Metric.tagged(Telemetry.exhaustions, "reason", reason))
+        yield* Effect.annotateCurrentSpan({ [A.exhaustedReason]: reason, [A.attempts]: attemptsOfReply })
         return yield* Effect.fail(error)
       })
 
     const surface = <A extends RecoveryError>(error: A): Effect.Effect<never, A> =>
-      Effect.zipRight(notify(N.Failed({ error })), Effect.fail(error))
+      Effect.zipRight(
+        Effect.zipRight(
+          notify(N.Failed({ error })),
+          Effect.zipRight(
+            Metric.increment(Metric.tagged(Telemetry.surfaced, A.errorType, error._tag)),
+            Effect.annotateCurrentSpan({ [A.attempts]: attemptsOfReply, [A.errorClass]: Telemetry.errorClass(error) })
+          )
+        ),
+        Effect.fail(error)
+      )
 
     // Waits out the fleet's pause, announcing each wait, before the next send. Returns the pause left when it would
     // end past the deadline (nothing is waited then).
@@ -296,7 +316,121 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       )
     }
 
-    let attemptsOfReply = 0
+    // What one attempt led to, decided inside its span.
+    type Decision =
+      | { readonly _tag: "Commit"; readonly reply: Generation.Reply }
+      | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
+      | { readonly _tag: "Retry"; readonly error: AttemptError; readonly delay: Duration.Duration }
+
+    const decide = (attempt: number) =>
+      Effect.gen(function*() {
+        yield* notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts }))
+        const outcome = yield* runAttempt(generation, allowance, attempt, options, notifications, resend)
+
+        if (outcome._tag === "Completed") {
+          const { acc } = outcome
+          const finish = acc.finish!
+          const reply = new Generation.Reply({
+            text: acc.text,
+            reasoning: acc.reasoning,
+            toolCalls: acc.toolCalls,
+            finishReason: finish.reason,
+            providerFinishReason: finish.providerReason,
+            usage: Option.fromNullable(acc.usage),
+            attempts: attemptsOfReply
+          })
+          yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
+          return { _tag: "Commit", reply } as Decision
+        }
+
+        const { acc, error } = outcome
+        yield* notify(
+          N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+        )
+        yield* Metric.increment(Telemetry.discards)
+        yield* Effect.annotateCurrentSpan({
+          ...Telemetry.failureAttributes(error),
+          [A.discardedChars]: acc.text.length,
+          [A.outcome]: "surfaced"
+        })
+        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+        if (Budget.isBudgetExhausted(error)) {
+          return stop(
+            fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+          )
+        }
+        if (HookError.isHookError(error)) return stop(surface(error))
+        // Server pushback concerns every process on the key, whatever becomes of this failure.
+        if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
+          yield* fleet.pushback(
+            error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
+          )
+        }
+
+        const verdict = Classification.classify(error)
+        yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+        if (verdict._tag === "Permanent") return stop(surface(annotate(error, acc.text.length)))
+        if (!replay) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+          return stop(surface(annotate(error, acc.text.length)))
+        }
+        if (acc.effectful) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+          return stop(surface(annotate(error, acc.text.length, "ExternalEffects")))
+        }
+        errors.push(annotate(error, acc.text.length))
+
+        const remainingAttempts = yield* allowance.remainingAttempts
+        if (remainingAttempts === 0) return stop(exhausted("Attempts"))
+        const backoff = yield* planner.next
+        if (Option.isNone(backoff)) return stop(exhausted("Attempts"))
+        const wait = Policy.lengthen(backoff.value, verdict.retryAfter)
+        const now = yield* Clock.currentTimeNanos
+        const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+        if (now + waitNanos >= allowance.deadlineAt) {
+          return stop(
+            wait.source === "retry-after"
+              ? exhausted("RetryAfterBeyondDeadline", wait.delay)
+              : exhausted("Deadline")
+          )
+        }
+        const withdrawal = yield* fleet.withdraw
+        if (!withdrawal.allowed) return stop(exhausted("FleetBudget"))
+        yield* Effect.annotateCurrentSpan({
+          [A.outcome]: "retried",
+          [A.retryDelayMs]: Duration.toMillis(wait.delay),
+          [A.retryDelaySource]: wait.source
+        })
+        yield* notify(N.RetryScheduled({
+          nextAttempt: attempt + 1,
+          delay: wait.delay,
+          delaySource: wait.source,
+          remainingAttempts,
+          remainingTime: Duration.nanos(allowance.deadlineAt - now)
+        }))
+        yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
+        if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
+        return { _tag: "Retry", error, delay: wait.delay } as Decision
+      })
+
+    // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
+    // inside it, done outside it).
+    const attemptInSpan = (attempt: number) => {
+      let decided: Decision | undefined
+      return decide(attempt).pipe(
+        Effect.flatMap((decision) => {
+          decided = decision
+          return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
+        }),
+        Effect.withSpan(Telemetry.SpanName.attempt, {
+          attributes: { [A.attempt]: attempt, [A.maxAttempts]: allowance.settings.maxAttempts },
+          captureStackTrace: false
+        }),
+        Effect.ignore,
+        Effect.map(() => decided!)
+      )
+    }
+
     while (true) {
       // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
       // the send waits out a pause the fleet is in.
@@ -306,22 +440,14 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       if (reserved._tag === "Left") return yield* exhausted(reserved.left.reason)
       const attempt = reserved.right
       attemptsOfReply++
-      yield* notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts }))
-      const outcome = yield* runAttempt(generation, allowance, attempt, options, notifications, resend)
+      yield* Metric.increment(Telemetry.attempts)
+      const decision = yield* attemptInSpan(attempt)
 
-      if (outcome._tag === "Completed") {
-        const { acc } = outcome
-        const finish = acc.finish!
-        const reply = new Generation.Reply({
-          text: acc.text,
-          reasoning: acc.reasoning,
-          toolCalls: acc.toolCalls,
-          finishReason: finish.reason,
-          providerFinishReason: finish.providerReason,
-          usage: Option.fromNullable(acc.usage),
-          attempts: attemptsOfReply
-        })
+      if (decision._tag === "Commit") {
+        const { reply } = decision
         yield* notify(N.Committed({ reply }))
+        yield* Metric.increment(Telemetry.committed)
+        yield* Effect.annotateCurrentSpan(replyAttributes(reply))
         if (options.hooks?.afterGeneration !== undefined) {
           yield* Effect.mapError(
             options.hooks.afterGeneration(reply),
@@ -330,51 +456,23 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         }
         return reply
       }
-
-      const { acc, error } = outcome
-      yield* notify(N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error }))
-      if (Budget.isBudgetExhausted(error)) {
-        return yield* fleetStop === undefined
-          ? exhausted(error.reason)
-          : exhausted(fleetStop.reason, fleetStop.retryAfter)
-      }
-      if (HookError.isHookError(error)) return yield* surface(error)
-      // Server pushback concerns every process on the key, whatever becomes of this failure.
-      if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
-        yield* fleet.pushback(
-          error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
-        )
-      }
-
-      const verdict = Classification.classify(error)
-      if (verdict._tag === "Permanent" || !replay) return yield* surface(annotate(error, acc.text.length))
-      if (acc.effectful) return yield* surface(annotate(error, acc.text.length, "ExternalEffects"))
-      errors.push(annotate(error, acc.text.length))
-
-      const remainingAttempts = yield* allowance.remainingAttempts
-      if (remainingAttempts === 0) return yield* exhausted("Attempts")
-      const backoff = yield* planner.next
-      if (Option.isNone(backoff)) return yield* exhausted("Attempts")
-      const wait = Policy.lengthen(backoff.value, verdict.retryAfter)
-      const now = yield* Clock.currentTimeNanos
-      const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
-      if (now + waitNanos >= allowance.deadlineAt) {
-        return yield* wait.source === "retry-after"
-          ? exhausted("RetryAfterBeyondDeadline", wait.delay)
-          : exhausted("Deadline")
-      }
-      const withdrawal = yield* fleet.withdraw
-      if (!withdrawal.allowed) return yield* exhausted("FleetBudget")
-      yield* notify(N.RetryScheduled({
-        nextAttempt: attempt + 1,
-        delay: wait.delay,
-        delaySource: wait.source,
-        remainingAttempts,
-        remainingTime: Duration.nanos(allowance.deadlineAt - now)
-      }))
-      yield* Effect.sleep(wait.delay)
+      if (decision._tag === "Stop") return yield* decision.stop
+      yield* Effect.sleep(decision.delay)
     }
-  }))
+  })).pipe(
+    Effect.withSpan(Telemetry.SpanName.reply, { attributes: options.spanAttributes ?? {}, captureStackTrace: false })
+  )
+
+const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
+  [A.attempts]: reply.attempts,
+  [A.finishReasons]: [reply.finishReason],
+  [A.committedChars]: reply.text.length,
+  [A.toolCalls]: reply.toolCalls.length,
+  ...Option.match(reply.usage, {
+    onNone: () => ({}),
+    onSome: (usage) => ({ [A.inputTokens]: usage.inputTokens, [A.outputTokens]: usage.outputTokens })
+  })
+})
 
 /**
  * Runs one generation through the current {@link Provider.Provider} with recovery.
@@ -386,7 +484,20 @@ export const generate = <RH = never>(
   request: Generation.GenerationRequest,
   options: Options<RH> = {}
 ): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
-  Effect.flatMap(Provider.Provider, (provider) => run(provider.stream(request), options))
+  Effect.flatMap(Provider.Provider, (provider) => {
+    const system = Telemetry.systemOf(provider.protocol)
+    return run(provider.stream(request), {
+      ...options,
+      spanAttributes: {
+        [A.system]: system,
+        [A.operation]: "chat",
+        [A.protocol]: provider.protocol,
+        [A.requestModel]: request.model,
+        ...(request.maxTokens === undefined ? {} : { [A.requestMaxTokens]: request.maxTokens }),
+        ...options.spanAttributes
+      }
+    }).pipe(Effect.tagMetrics(A.system, system))
+  })
 
 /**
  * {@link run} as a stream of its notifications: `AttemptStarted`, `Preview`s, `AttemptDiscarded`, `RetryScheduled`

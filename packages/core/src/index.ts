@@ -61,6 +61,11 @@ export * as RecoveryNotifications from "./RecoveryNotifications.js"
 /**
  * @since 0.1.0
  */
+export * as RecoveryTelemetry from "./RecoveryTelemetry.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TransportError from "./TransportError.js"
 
 /**

@@ -1,0 +1,223 @@
+/**
+ * `RecoveryTelemetry` is what a recovery scope tells the tracer and the metric registry, through Effect's own
+ * `Effect.withSpan` and `effect/Metric` (so any tracer works: `@effect/opentelemetry`'s, or none).
+ *
+ * **Spans.** One `reprise.reply` span per reply ({@link Recovery.run}), and under it one `reprise.attempt` span per
+ * physical send. An attempt span ends when its outcome is decided (committed, or failed with what follows decided:
+ * the retry's delay, or the end of recovery); the backoff sleep and the fleet's pauses belong to the reply span. A
+ * failed attempt's span fails with the attempt's own error; the reply span fails with what the scope surfaced
+ * (`RecoveryExhausted`, a permanent failure, a hook's failure) and is interrupted when the reply is cancelled.
+ *
+ * Attributes follow the OpenTelemetry GenAI conventions where they exist (`gen_ai.*`, set by
+ * {@link Recovery.generate}, which knows the protocol and the model) and the HTTP ones for a status
+ * (`http.response.status_code`); `error.type` is the error's class; `reprise.*` are ours ({@link Attribute}).
+ * Nothing in an attribute comes from the request's messages or headers, and provider failures are scrubbed of the
+ * key where they are made, so no key reaches a span.
+ *
+ * **Metrics** ({@link attempts}, {@link discards}, {@link exhaustions}, {@link retryDelay}, {@link committed},
+ * {@link retryAfterWaits}, {@link surfaced}) are global `effect/Metric`s, tagged with `gen_ai.system` by
+ * {@link Recovery.generate}; export them with `@effect/opentelemetry`'s `Metrics`/`OtlpMetrics` layers.
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import type * as Budget from "./Budget.js"
+import type * as HookError from "./HookError.js"
+import type * as ProviderFailure from "./ProviderFailure.js"
+import type * as RecoveryExhausted from "./RecoveryExhausted.js"
+
+/**
+ * The span names.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const SpanName = {
+  reply: "reprise.reply",
+  attempt: "reprise.attempt"
+} as const
+
+/**
+ * The attribute keys reprise sets.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const Attribute = {
+  // OpenTelemetry GenAI semantic conventions
+  system: "gen_ai.system",
+  operation: "gen_ai.operation.name",
+  requestModel: "gen_ai.request.model",
+  requestMaxTokens: "gen_ai.request.max_tokens",
+  inputTokens: "gen_ai.usage.input_tokens",
+  outputTokens: "gen_ai.usage.output_tokens",
+  finishReasons: "gen_ai.response.finish_reasons",
+  // OpenTelemetry general and HTTP conventions
+  errorType: "error.type",
+  httpStatus: "http.response.status_code",
+  // reprise
+  protocol: "reprise.protocol",
+  /** The attempt's number within the budget scope (1-based, shared by nested scopes). */
+  attempt: "reprise.attempt",
+  maxAttempts: "reprise.max_attempts",
+  /** On the reply span: the physical sends this reply made. */
+  attempts: "reprise.attempts",
+  /** `committed`, `retried`, or `surfaced` (the attempt's failure ended recovery). */
+  outcome: "reprise.outcome",
+  /** The error's class and reason, e.g. `TransportError.Reset`, `ProviderRejection.Authentication`. */
+  errorClass: "reprise.error.class",
+  providerCode: "reprise.provider.code",
+  requestId: "reprise.provider.request_id",
+  /** Whether the classification allowed a replay of this failure. */
+  retryable: "reprise.retryable",
+  /** Characters of preview the failed attempt had shown, now discarded. */
+  discardedChars: "reprise.discarded_chars",
+  /** Why a retryable failure was surfaced: `ExternalEffects`, or `Disabled` (inside `Recovery.disabled`). */
+  replayBlocked: "reprise.replay_blocked",
+  retryDelayMs: "reprise.retry.delay_ms",
+  /** `backoff` or `retry-after`. */
+  retryDelaySource: "reprise.retry.delay_source",
+  retryAfterMs: "reprise.retry_after_ms",
+  committedChars: "reprise.committed_chars",
+  toolCalls: "reprise.tool_calls",
+  /** On the reply span: why recovery ended (`Attempts`, `Deadline`, `RetryAfterBeyondDeadline`, `FleetBudget`). */
+  exhaustedReason: "reprise.exhausted.reason"
+} as const
+
+/**
+ * Physical sends started (first attempts and replays).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const attempts: Metric.Metric.Counter<number> = Metric.counter("reprise.attempts", {
+  description: "Physical sends started by recovery scopes, first attempts and replays",
+  incremental: true
+})
+
+/**
+ * Failed attempts whose preview was discarded.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const discards: Metric.Metric.Counter<number> = Metric.counter("reprise.discards", {
+  description: "Failed attempts whose preview was discarded",
+  incremental: true
+})
+
+/**
+ * Replies that ended in `RecoveryExhausted`, tagged `reason`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const exhaustions: Metric.Metric.Counter<number> = Metric.counter("reprise.exhaustions", {
+  description: "Replies whose recovery was exhausted, by reason",
+  incremental: true
+})
+
+/**
+ * Failures surfaced without replay (permanent, blocked, a hook's failure), tagged `error.type`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const surfaced: Metric.Metric.Counter<number> = Metric.counter("reprise.surfaced", {
+  description: "Failures surfaced without replay, by error class",
+  incremental: true
+})
+
+/**
+ * Committed replies.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const committed: Metric.Metric.Counter<number> = Metric.counter("reprise.replies.committed", {
+  description: "Replies committed by recovery scopes",
+  incremental: true
+})
+
+/**
+ * Replays whose wait the server's `Retry-After` decided (lengthening the backoff): each is a send that the backoff
+ * alone would have made early, into another refusal.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const retryAfterWaits: Metric.Metric.Counter<number> = Metric.counter("reprise.retry_after.waits", {
+  description: "Replays held back by the server's Retry-After (sends the backoff alone would have made early)",
+  incremental: true
+})
+
+/**
+ * The wait before each replay, in milliseconds, tagged `source` (`backoff` or `retry-after`). Buckets from 10 ms
+ * doubling to about 82 s.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const retryDelay: Metric.Metric.Histogram<number> = Metric.histogram(
+  "reprise.retry.delay",
+  MetricBoundaries.exponential({ start: 10, factor: 2, count: 14 }),
+  "The wait before each replay, in milliseconds"
+)
+
+/**
+ * The class of an error as `Tag.reason` (`TransportError.Reset`, `RecoveryExhausted.Deadline`, `HookError.onChunk`).
+ *
+ * @since 0.1.0
+ * @category attributes
+ */
+export const errorClass = (
+  error:
+    | ProviderFailure.ProviderFailure
+    | HookError.HookError
+    | Budget.BudgetExhausted
+    | RecoveryExhausted.RecoveryExhausted
+): string => {
+  switch (error._tag) {
+    case "TransportError":
+    case "ProviderRejection":
+    case "BudgetExhausted":
+    case "RecoveryExhausted":
+      return `${error._tag}.${error.reason}`
+    case "HookError":
+      return `${error._tag}.${error.hook}`
+  }
+}
+
+/**
+ * The attributes of a failed attempt's error: its class, HTTP status, provider code and request id.
+ *
+ * @since 0.1.0
+ * @category attributes
+ */
+export const failureAttributes = (
+  error: ProviderFailure.ProviderFailure | HookError.HookError | Budget.BudgetExhausted
+): Record<string, unknown> => {
+  const attributes: Record<string, unknown> = {
+    [Attribute.errorType]: error._tag,
+    [Attribute.errorClass]: errorClass(error)
+  }
+  if (error._tag === "TransportError" || error._tag === "ProviderRejection") {
+    if (error.status !== undefined) attributes[Attribute.httpStatus] = error.status
+    if (error.providerCode !== undefined) attributes[Attribute.providerCode] = error.providerCode
+    if (error.requestId !== undefined) attributes[Attribute.requestId] = error.requestId
+  }
+  if (error._tag === "TransportError" && error.retryAfter !== undefined) {
+    attributes[Attribute.retryAfterMs] = Duration.toMillis(error.retryAfter)
+  }
+  return attributes
+}
+
+/**
+ * The GenAI system name of a reprise protocol (`openai` for the OpenAI-style ones, `anthropic`).
+ *
+ * @since 0.1.0
+ * @category attributes
+ */
+export const systemOf = (protocol: string): string => protocol === "anthropic" ? "anthropic" : "openai"
