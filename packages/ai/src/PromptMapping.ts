@@ -1,7 +1,8 @@
 /**
  * How an `@effect/ai` request becomes a reprise {@link Generation.GenerationRequest}: the `Prompt`'s messages become
- * reprise messages, the `Toolkit`'s tools become tool definitions, and a `generateObject` schema becomes an
- * instruction in the system text.
+ * reprise messages, the `Toolkit`'s tools become tool definitions, its `toolChoice` the request's `toolChoice`, and a
+ * `generateObject` schema the request's `responseFormat` (a JSON Schema), which OpenAI's protocols send natively and
+ * Anthropic's as an instruction in the system text.
  *
  * | `Prompt` | reprise `Message` |
  * |---|---|
@@ -12,6 +13,14 @@
  * | `assistant` reasoning parts | dropped: a reprise message carries no reasoning, so none is sent back |
  * | `tool` message, each tool-result part | `{ role: "tool", toolCallId, name, content, isError }`; `content` is the result itself when it is a string, else its JSON |
  * | file parts, provider-executed tool calls and results | refused with `AiError.MalformedInput`: no reprise protocol sends them |
+ *
+ * | `ProviderOptions` | reprise request |
+ * |---|---|
+ * | `toolChoice: "auto"`, `{ mode: "auto", oneOf }` | the (narrowed) tools, no `toolChoice` (every protocol's default) |
+ * | `toolChoice: "none"` | the tools, `toolChoice: "none"` (the model sees them and may not call one) |
+ * | `toolChoice: "required"`, `{ mode: "required", oneOf }` | the (narrowed) tools, `toolChoice: "required"` |
+ * | `toolChoice: { tool }` | the tools, `toolChoice: { tool }`; a tool not offered is refused (`MalformedInput`) |
+ * | `responseFormat: { type: "json", objectName, schema }` | `responseFormat: { type: "json", name, schema, description? }` |
  *
  * Provider options on messages and parts are ignored.
  *
@@ -24,7 +33,6 @@ import * as Tool from "@effect/ai/Tool"
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Either from "effect/Either"
-import * as JSONSchema from "effect/JSONSchema"
 
 /**
  * What a request is made with, besides the prompt: the model and its token limit.
@@ -147,23 +155,87 @@ export const toToolDefinitions = (
 }
 
 /**
- * The system text that asks for a structured object: reprise's requests carry no response format, so
- * `generateObject` asks in words and `@effect/ai` decodes the committed text against the schema.
+ * A name for the wire from `@effect/ai`'s `objectName`, which may be any string: reprise's (OpenAI's) format names
+ * are 1 to 64 letters, digits, `_` or `-`, so every other character becomes `_` and the name is cut at 64 (an empty
+ * name is `object`).
  *
  * @since 0.1.0
  * @category mapping
  */
-export const objectInstruction = (objectName: string, schema: JSONSchema.JsonSchema7Root): string =>
-  `Answer with one JSON value named "${objectName}" and nothing else (no prose, no code fence). ` +
-  `It must match this JSON Schema: ${JSON.stringify(schema)}`
+export const formatName = (objectName: string): string => {
+  const name = objectName.replace(/[^A-Za-z0-9_-]/g, "_").slice(0, 64)
+  return name.length === 0 ? "object" : name
+}
 
 /**
- * The reprise request for one `@effect/ai` call.
+ * The response format of a `generateObject` call: its object's name ({@link formatName}), the JSON Schema of its
+ * Schema (as `@effect/ai` makes a tool's, `$defs` at the root) and the Schema's description. `undefined` for text.
+ * A Schema without a JSON Schema is refused with `MalformedInput`.
  *
- * - `toolChoice: "none"` sends no tools; `"auto"` (and `{ oneOf }`, which `@effect/ai` has already narrowed) sends
- *   them; a choice that forces a tool (`"required"`, `{ tool }`, `{ mode: "required" }`) is refused with
- *   `MalformedInput`, since reprise's requests cannot force one and ignoring it would be silent.
- * - `responseFormat: json` adds {@link objectInstruction} to the system text.
+ * @since 0.1.0
+ * @category mapping
+ */
+export const toResponseFormat = (
+  format: LanguageModel.ProviderOptions["responseFormat"],
+  method = "generateObject"
+): Either.Either<Generation.ResponseFormat | undefined, AiError.MalformedInput> => {
+  if (format.type !== "json") return Either.right(undefined)
+  return Either.map(
+    Either.try({
+      try: () => Tool.getJsonSchemaFromSchemaAst(format.schema.ast) as unknown as Record<string, unknown>,
+      catch: () => refuse(method, `the schema of ${format.objectName} has no JSON Schema`)
+    }),
+    (schema): Generation.ResponseFormat => {
+      const description = Tool.getDescriptionFromSchemaAst(format.schema.ast)
+      return {
+        type: "json",
+        name: formatName(format.objectName),
+        schema,
+        ...(description === undefined ? {} : { description })
+      }
+    }
+  )
+}
+
+/**
+ * The tool choice of a request with these `tools` (those `@effect/ai` offers, already narrowed by a `oneOf`):
+ *
+ * - `"auto"` and `{ mode: "auto", oneOf }`: none (`"auto"` is every protocol's default with tools);
+ * - `"none"`: `"none"` when there are tools (they are sent, and the model may not call them), else none;
+ * - `"required"` and `{ mode: "required", oneOf }`: `"required"`;
+ * - `{ tool }`: `{ tool }`.
+ *
+ * A choice that forces a call to no tool (no tools are offered) or to a tool that is not offered is refused with
+ * `MalformedInput`, before any send.
+ *
+ * @since 0.1.0
+ * @category mapping
+ */
+export const toToolChoice = (
+  choice: LanguageModel.ProviderOptions["toolChoice"],
+  tools: ReadonlyArray<Generation.ToolDefinition>,
+  method = "generateText"
+): Either.Either<Generation.ToolChoice | undefined, AiError.MalformedInput> => {
+  if (choice === "auto") return Either.right(undefined)
+  if (choice === "none") return Either.right(tools.length === 0 ? undefined : "none")
+  if (choice === "required" || ("oneOf" in choice && choice.mode === "required")) {
+    return tools.length === 0
+      ? Either.left(refuse(method, "the tool choice requires a tool call, but no tools are offered"))
+      : Either.right("required")
+  }
+  if ("tool" in choice) {
+    return tools.some((tool) => tool.name === choice.tool)
+      ? Either.right({ tool: choice.tool })
+      : Either.left(refuse(method, `the tool choice names the tool ${choice.tool}, which is not offered`))
+  }
+  return Either.right(undefined)
+}
+
+/**
+ * The reprise request for one `@effect/ai` call: the prompt's messages, the tools (narrowed by a `oneOf` tool
+ * choice), the tool choice ({@link toToolChoice}) and the response format of `generateObject`
+ * ({@link toResponseFormat}), each protocol sending the last two its own way (natively on OpenAI's, the format as a
+ * system-text instruction on Anthropic's).
  *
  * @since 0.1.0
  * @category mapping
@@ -176,29 +248,19 @@ export const toRequest = (
   Either.gen(function*() {
     const messages = yield* toMessages(options.prompt, method)
     const choice = options.toolChoice
-    const forced = choice === "required" || (typeof choice === "object" &&
-      ("tool" in choice || ("mode" in choice && choice.mode === "required")))
-    if (forced && options.tools.length > 0) {
-      return yield* Either.left(
-        refuse(method, "a tool choice that forces a tool call cannot be sent by reprise; use \"auto\" or \"none\"")
-      )
-    }
-    const tools = choice === "none" ? [] : yield* toToolDefinitions(options.tools, method)
-    const format = options.responseFormat
-    const system = format.type === "json"
-      ? objectInstruction(
-        format.objectName,
-        yield* Either.try({
-          try: () => JSONSchema.make(format.schema),
-          catch: () => refuse(method, `the schema of ${format.objectName} has no JSON Schema`)
-        })
-      )
-      : undefined
+    // `@effect/ai` has narrowed the tools to a `oneOf` already; narrowing again keeps this true for any caller
+    const offered = typeof choice === "object" && "oneOf" in choice
+      ? options.tools.filter((tool) => choice.oneOf.includes(tool.name))
+      : options.tools
+    const tools = yield* toToolDefinitions(offered, method)
+    const toolChoice = yield* toToolChoice(choice, tools, method)
+    const responseFormat = yield* toResponseFormat(options.responseFormat, method)
     return {
       model: settings.model,
       messages,
-      ...(system === undefined ? {} : { system }),
       ...(tools.length === 0 ? {} : { tools }),
+      ...(toolChoice === undefined ? {} : { toolChoice }),
+      ...(responseFormat === undefined ? {} : { responseFormat }),
       ...(settings.maxTokens === undefined ? {} : { maxTokens: settings.maxTokens })
     }
   })

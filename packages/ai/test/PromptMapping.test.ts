@@ -90,27 +90,62 @@ describe("PromptMapping", () => {
     assert.deepStrictEqual(request.messages, [{ role: "user", text: "hi" }])
   })
 
-  it("toolChoice: none sends no tools; a choice that forces a tool is refused, not ignored", () => {
-    const none = Either.getOrThrow(
-      PromptMapping.toRequest(options("hi", { tools: [Record], toolChoice: "none" }), settings)
-    )
-    assert.isUndefined(none.tools)
-    for (const toolChoice of ["required", { tool: "record" }, { mode: "required", oneOf: ["record"] }] as const) {
-      const forced = PromptMapping.toRequest(options("hi", { tools: [Record], toolChoice }), settings)
-      assert.isTrue(Either.isLeft(forced), JSON.stringify(toolChoice))
+  it("toolChoice maps to the request's: auto is the default, none keeps the tools, required and { tool } force", () => {
+    const tools = [Record]
+    const choiceOf = (toolChoice: Parameters<typeof PromptMapping.toRequest>[0]["toolChoice"]) => {
+      const request = Either.getOrThrow(PromptMapping.toRequest(options("hi", { tools, toolChoice }), settings))
+      assert.deepStrictEqual(request.tools?.map((tool) => tool.name), ["record"], JSON.stringify(toolChoice))
+      return request.toolChoice
+    }
+    assert.isUndefined(choiceOf("auto"))
+    assert.isUndefined(choiceOf({ mode: "auto", oneOf: ["record"] }))
+    assert.strictEqual(choiceOf("none"), "none")
+    assert.strictEqual(choiceOf("required"), "required")
+    assert.strictEqual(choiceOf({ mode: "required", oneOf: ["record"] }), "required")
+    assert.deepStrictEqual(choiceOf({ tool: "record" }), { tool: "record" })
+  })
+
+  it("without tools (no toolkit: @effect/ai's none), the request has neither tools nor a tool choice", () => {
+    const request = Either.getOrThrow(PromptMapping.toRequest(options("hi", { toolChoice: "none" }), settings))
+    assert.deepStrictEqual(request, { model: "m", messages: [{ role: "user", text: "hi" }], maxTokens: 100 })
+  })
+
+  it("a choice that forces a call to a tool not offered, or to no tool, is refused before any send", () => {
+    const cases = [
+      { tools: [Record], toolChoice: { tool: "missing" } },
+      { tools: [], toolChoice: "required" },
+      { tools: [Record], toolChoice: { mode: "required", oneOf: ["missing"] } }
+    ] as const
+    for (const extra of cases) {
+      const refused = PromptMapping.toRequest(options("hi", extra), settings)
+      assert.isTrue(Either.isLeft(refused), JSON.stringify(extra.toolChoice))
+      assert.strictEqual(Either.isLeft(refused) && refused.left._tag, "MalformedInput")
     }
   })
 
-  it("a json response format asks for the object in the system text, with its JSON Schema", () => {
-    const schema = Schema.Struct({ name: Schema.String })
+  it("a json response format becomes the request's responseFormat: a name for the wire, the JSON Schema", () => {
+    const schema = Schema.Struct({ name: Schema.String }).annotations({ description: "A person" })
     const request = Either.getOrThrow(
       PromptMapping.toRequest(
-        options("who?", { responseFormat: { type: "json", objectName: "person", schema } }),
+        options("who?", { responseFormat: { type: "json", objectName: "the person", schema } }),
         settings
       )
     )
-    assert.include(request.system ?? "", "named \"person\"")
-    assert.include(request.system ?? "", "\"required\":[\"name\"]")
+    assert.deepStrictEqual(request.responseFormat, {
+      type: "json",
+      name: "the_person",
+      schema: {
+        type: "object",
+        required: ["name"],
+        properties: { name: { type: "string" } },
+        additionalProperties: false,
+        description: "A person"
+      },
+      description: "A person"
+    })
+    assert.isUndefined(request.system)
     assert.isTrue(Option.isNone(Option.fromNullable(request.tools)))
+    assert.strictEqual(PromptMapping.formatName(""), "object")
+    assert.strictEqual(PromptMapping.formatName("x".repeat(70)), "x".repeat(64))
   })
 })

@@ -103,7 +103,45 @@ export interface ToolDefinition {
 }
 
 /**
+ * Whether and which tool the model must call:
+ *
+ * - `"auto"`: the model decides whether to call a tool, and which (what every protocol does when there is no choice);
+ * - `"none"`: the model must not call a tool (the tools are still sent, so that it knows of them);
+ * - `"required"`: the model must call some tool of the request's `tools`;
+ * - `{ tool }`: the model must call that tool, which must be one of the request's `tools`.
+ *
+ * `"required"` and `{ tool }` need tools: a request that forces a call to no tool, or to a tool it does not offer,
+ * fails before any send with `ProviderRejection{reason: "BadRequest"}` (and no Budget debit).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ToolChoice = "auto" | "none" | "required" | { readonly tool: string }
+
+/**
+ * The reply's text must be one JSON value that follows `schema` (a JSON Schema object).
+ *
+ * `name` names the format on the wire: 1 to 64 letters, digits, `_` or `-` (OpenAI's rule, applied on every
+ * protocol so that a request valid on one is valid on all); another name fails before any send with
+ * `ProviderRejection{reason: "BadRequest"}`. `description` tells the model what the value is for.
+ *
+ * Each protocol asks for it its own way: OpenAI's natively (`response_format` / `text.format`, non-strict: the
+ * schema guides the model and the caller checks the value), Anthropic's with an instruction in the system text.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ResponseFormat {
+  readonly type: "json"
+  readonly name: string
+  readonly schema: Readonly<Record<string, unknown>>
+  readonly description?: string | undefined
+}
+
+/**
  * What one generation asks of a provider.
+ *
+ * `toolChoice` and `responseFormat` are optional: a request without them is sent exactly as before they existed.
  *
  * @since 0.1.0
  * @category models
@@ -114,6 +152,13 @@ export interface GenerationRequest {
   readonly system?: string | undefined
   readonly tools?: ReadonlyArray<ToolDefinition> | undefined
   readonly maxTokens?: number | undefined
+  /**
+   * Whether and which tool the model must call ({@link ToolChoice}): `"required"` = it must call some tool of
+   * `tools`, `{ tool }` = it must call that one. Absent: the protocol's default (`"auto"` when there are tools).
+   */
+  readonly toolChoice?: ToolChoice | undefined
+  /** A JSON Schema the reply's text must follow ({@link ResponseFormat}). Absent: free text. */
+  readonly responseFormat?: ResponseFormat | undefined
 }
 
 /**

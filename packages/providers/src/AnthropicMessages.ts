@@ -10,6 +10,9 @@
  *   `MalformedStream`.
  * - `server_tool_use` blocks and server-side tool results are not tool calls and not text; `thinking` is reasoning.
  * - An `error` event is classified by its type (`overloaded_error`, `api_error`, `rate_limit_error` are transient).
+ * - The request's `toolChoice` is `tool_choice` (`"required"` is `{type: "any"}`; sent only with tools, and
+ *   `"none"` keeps the tools in the request). A `responseFormat` is asked for in words, at the end of the system
+ *   text ({@link formatInstruction} says why not natively).
  *
  * @since 0.1.0
  */
@@ -29,6 +32,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Failure from "./internal/failure.js"
 import * as Internal from "./internal/provider.js"
+import * as RequestChecks from "./internal/requestChecks.js"
 import { nullable, optional } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
@@ -142,9 +146,36 @@ export const finishReason = (reason: string): Generation.FinishReason => {
 type Role = "user" | "assistant"
 
 /**
- * The JSON body of a request: `model`, `max_tokens`, `system` (the request's system text and any system messages),
- * `messages` (tool results as `tool_result` blocks of a user turn, consecutive turns of one role merged), `tools`
- * and `stream: true`.
+ * A request's tool choice as Messages' `tool_choice`: `{type: "auto"}`, `{type: "none"}`, `{type: "any"}` for
+ * `"required"`, `{type: "tool", name}` for `{ tool }`.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const toolChoice = (choice: Generation.ToolChoice): Record<string, unknown> => {
+  if (typeof choice !== "string") return { type: "tool", name: choice.tool }
+  return { type: choice === "required" ? "any" : choice }
+}
+
+/**
+ * How a response format is asked for: an instruction at the end of the system text, naming the value and giving its
+ * JSON Schema. Messages has a native form (`output_config.format`), but only on recent models, and only in a strict
+ * mode that takes a subset of JSON Schema: a model or a schema outside it gets a 400, where the instruction works on
+ * every model and every schema. The caller checks the value (`@effect/ai` decodes it against its Schema).
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const formatInstruction = (format: Generation.ResponseFormat): string =>
+  `Answer with one JSON value named "${format.name}"` +
+  (format.description !== undefined && format.description.length > 0 ? ` (${format.description})` : "") +
+  ` and nothing else (no prose, no code fence). It must match this JSON Schema: ${JSON.stringify(format.schema)}`
+
+/**
+ * The JSON body of a request: `model`, `max_tokens`, `system` (the request's system text, any system messages, then
+ * the {@link formatInstruction} of a `responseFormat`), `messages` (tool results as `tool_result` blocks of a user
+ * turn, consecutive turns of one role merged), `tools`, `tool_choice` ({@link toolChoice}, only with tools) and
+ * `stream: true`. A request without `toolChoice` and `responseFormat` has no `tool_choice` and no instruction.
  *
  * @since 0.1.0
  * @category request
@@ -153,6 +184,7 @@ export const requestBody = (
   request: Generation.GenerationRequest,
   maxTokens: number = defaultMaxTokens
 ): Record<string, unknown> => {
+  const choice = RequestChecks.toolChoice(request)
   const system: Array<string> = []
   if (request.system !== undefined && request.system.length > 0) system.push(request.system)
   const messages: Array<{ role: Role; content: Array<Record<string, unknown>> }> = []
@@ -186,6 +218,7 @@ export const requestBody = (
         break
     }
   }
+  if (request.responseFormat !== undefined) system.push(formatInstruction(request.responseFormat))
   return {
     model: request.model,
     max_tokens: request.maxTokens ?? maxTokens,
@@ -200,6 +233,7 @@ export const requestBody = (
         }))
       }
       : {}),
+    ...(choice !== undefined ? { tool_choice: toolChoice(choice) } : {}),
     stream: true
   }
 }

@@ -10,7 +10,12 @@
  *   `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream`) and is never emitted.
  * - An `{"error": {...}}` chunk is an in-band error classified by its code and type.
  * - Capability fallback: when the model rejects `max_tokens` as unsupported, the request is sent once more with
- *   `max_completion_tokens`; when it rejects `stream_options`, once more without it.
+ *   `max_completion_tokens`; when it rejects `stream_options`, once more without it. `tool_choice` and
+ *   `response_format` have no fallback: a server that rejects them fails the request (`BadRequest`), since a resend
+ *   without them would not be what was asked for.
+ * - The request's `toolChoice` is `tool_choice` (sent only with tools; `"none"` keeps the tools in the request) and
+ *   its `responseFormat` is a non-strict `response_format` of type `json_schema` ({@link responseFormat} says why
+ *   not strict).
  *
  * @since 0.1.0
  */
@@ -29,6 +34,7 @@ import * as Schema from "effect/Schema"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
+import * as RequestChecks from "./internal/requestChecks.js"
 import { nullable, optional } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
@@ -139,8 +145,42 @@ const message = (m: Message.Message): Record<string, unknown> => {
 }
 
 /**
- * The JSON body of a request: `model`, `messages` (system first), `tools`, `max_tokens`, `stream: true` and
- * `stream_options: {include_usage: true}`.
+ * A request's tool choice as Chat Completions' `tool_choice`: `"auto"`, `"none"`, `"required"`, or
+ * `{type: "function", function: {name}}` for `{ tool }`.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const toolChoice = (choice: Generation.ToolChoice): unknown =>
+  typeof choice === "string" ? choice : { type: "function", function: { name: choice.tool } }
+
+/**
+ * A request's response format as Chat Completions' `response_format`:
+ * `{type: "json_schema", json_schema: {name, description?, schema, strict: false}}`.
+ *
+ * `strict` is `false`: strict mode accepts only a subset of JSON Schema (every object with
+ * `additionalProperties: false` and all of its properties `required`, no open records, fewer keywords), and the
+ * schemas an app writes (an optional field in an Effect `Schema.Struct`, say) often fall outside it, which strict mode
+ * answers with a 400. Non-strict, the schema guides the model and the caller checks the value (`@effect/ai` decodes
+ * it against its Schema).
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const responseFormat = (format: Generation.ResponseFormat): unknown => ({
+  type: "json_schema",
+  json_schema: {
+    name: format.name,
+    ...(format.description !== undefined ? { description: format.description } : {}),
+    schema: format.schema,
+    strict: false
+  }
+})
+
+/**
+ * The JSON body of a request: `model`, `messages` (system first), `tools`, `tool_choice` ({@link toolChoice}, only
+ * with tools), `response_format` ({@link responseFormat}), `max_tokens`, `stream: true` and
+ * `stream_options: {include_usage: true}`. A request without `toolChoice` and `responseFormat` has neither field.
  *
  * @since 0.1.0
  * @category request
@@ -151,6 +191,7 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
     messages.push({ role: "system", content: request.system })
   }
   for (const m of request.messages) messages.push(message(m))
+  const choice = RequestChecks.toolChoice(request)
   return {
     model: request.model,
     messages,
@@ -162,6 +203,8 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
         }))
       }
       : {}),
+    ...(choice !== undefined ? { tool_choice: toolChoice(choice) } : {}),
+    ...(request.responseFormat !== undefined ? { response_format: responseFormat(request.responseFormat) } : {}),
     ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
     stream: true,
     stream_options: { include_usage: true }

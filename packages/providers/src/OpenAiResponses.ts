@@ -12,7 +12,9 @@
  * - Hosted tools (`mcp_call`, `shell_call`, `code_interpreter_call`, …) are neither tool calls nor text.
  * - `[DONE]` is not a terminal here (see `Subscription`, the variant that accepts it: {@link makeVariant}).
  * - Capability fallback: when the model rejects `max_output_tokens` as unsupported, the request is sent once more
- *   without it.
+ *   without it (never without `tool_choice` or `text`: that would not be what was asked for).
+ * - The request's `toolChoice` is `tool_choice` (sent only with tools; `"none"` keeps the tools in the request) and
+ *   its `responseFormat` is `text.format`, a non-strict `json_schema` ({@link textFormat}).
  *
  * Every event the machine reads has its Schema ({@link readEvents}, told apart by `type` in {@link ResponsesEvent}):
  * a field of the wrong type fails the stream with `ProviderRejection{reason: "MalformedStream"}` naming the event,
@@ -43,6 +45,7 @@ import type * as Types from "effect/Types"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
+import * as RequestChecks from "./internal/requestChecks.js"
 import { byType, guarded, isNullableString, nullable, optional } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
@@ -301,13 +304,44 @@ const isRead = (event: ResponsesEvent): event is ReadEvent => readTypes.has(even
 // the request
 
 /**
+ * A request's tool choice as Responses' `tool_choice`: `"auto"`, `"none"`, `"required"`, or
+ * `{type: "function", name}` for `{ tool }`.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const toolChoice = (choice: Generation.ToolChoice): unknown =>
+  typeof choice === "string" ? choice : { type: "function", name: choice.tool }
+
+/**
+ * A request's response format as Responses' `text`: `{format: {type: "json_schema", name, description?, schema,
+ * strict: false}}`. Not strict, for the reason `OpenAiChat.responseFormat` gives: strict mode takes only a subset of
+ * JSON Schema and answers any other schema with a 400.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const textFormat = (format: Generation.ResponseFormat): unknown => ({
+  format: {
+    type: "json_schema",
+    name: format.name,
+    ...(format.description !== undefined ? { description: format.description } : {}),
+    schema: format.schema,
+    strict: false
+  }
+})
+
+/**
  * The JSON body of a request: `model`, `instructions` (the system text), `input` (messages, `function_call` and
- * `function_call_output` items), `tools`, `max_output_tokens` and `stream: true`.
+ * `function_call_output` items), `tools`, `tool_choice` ({@link toolChoice}, only with tools), `text`
+ * ({@link textFormat}, for a `responseFormat`), `max_output_tokens` and `stream: true`. A request without
+ * `toolChoice` and `responseFormat` has neither field.
  *
  * @since 0.1.0
  * @category request
  */
 export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => {
+  const choice = RequestChecks.toolChoice(request)
   const input: Array<Record<string, unknown>> = []
   for (const m of request.messages as ReadonlyArray<Message.Message>) {
     switch (m.role) {
@@ -345,6 +379,8 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
         }))
       }
       : {}),
+    ...(choice !== undefined ? { tool_choice: toolChoice(choice) } : {}),
+    ...(request.responseFormat !== undefined ? { text: textFormat(request.responseFormat) } : {}),
     ...(request.maxTokens !== undefined ? { max_output_tokens: request.maxTokens } : {}),
     stream: true
   }

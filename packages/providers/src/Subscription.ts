@@ -6,7 +6,8 @@
  * Everything of `OpenAiResponses` holds, plus: `[DONE]` is accepted as a terminal. The withheld function calls are
  * then reconciled with the streamed items (there is no terminal output to compare with), and the finish reason is
  * `tool_calls` when there are calls, `stop` otherwise, with provider reason `[DONE]`. The request is sent with
- * `store: false`, which these backends require.
+ * `store: false`, which these backends require; its `tool_choice` and `text.format` (for a `toolChoice` and a
+ * `responseFormat`) are those of `OpenAiResponses`.
  *
  * A variant of `OpenAiResponses` (`OpenAiResponses.makeVariant`): the state machine and the event schemas are that
  * module's. Both were built by one function in `internal/responses.ts`, which took the protocol's name and tested it
@@ -36,7 +37,7 @@ export const protocol = "subscription" as const
 export interface Options extends ProviderOptions.Options {}
 
 /**
- * The Responses body with `store: false`.
+ * The Responses body (`tool_choice` and `text.format` included) with `store: false`.
  *
  * @since 0.1.0
  * @category request

@@ -1,6 +1,7 @@
 /**
- * What the four protocol modules share: the `Provider.Service` plumbing (send, then decode the body through the
- * protocol's state machine) and tool-call argument parsing at a complete JSON boundary, within the nesting bound.
+ * What the four protocol modules share: the `Provider.Service` plumbing (check the request, send, then decode the
+ * body through the protocol's state machine) and tool-call argument parsing at a complete JSON boundary, within the
+ * nesting bound.
  *
  * @internal
  */
@@ -17,6 +18,7 @@ import * as Stream from "effect/Stream"
 import * as ProviderOptions from "../ProviderOptions.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
+import * as RequestChecks from "./requestChecks.js"
 import * as Send from "./send.js"
 import type { Settings } from "./settings.js"
 import * as SseInternal from "./sse.js"
@@ -34,7 +36,8 @@ export interface Decoder<Ev> {
 
 /**
  * Builds a provider service. Each run of `stream(request)` makes one send (two with a capability fallback), each
- * debited from the Budget, and decodes the body.
+ * debited from the Budget, and decodes the body. A request that fails `RequestChecks.check` (its `toolChoice` or
+ * `responseFormat` cannot be satisfied) fails with that `ProviderRejection` and is not sent.
  *
  * @internal
  */
@@ -49,7 +52,14 @@ export const makeService = <Ev>(options: {
   stream: (request) =>
     Stream.unwrap(
       Effect.map(
-        Effect.suspend(() => Send.open(options.client, options.request(request), options.settings)),
+        Effect.suspend(() => {
+          // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
+          // not sent: no Budget debit, one permanent failure
+          const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
+          return refused === undefined
+            ? Send.open(options.client, options.request(request), options.settings)
+            : Effect.fail(refused)
+        }),
         (response) => {
           const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
           const decoder = options.decoder({ requestId })
