@@ -26,7 +26,6 @@ import { globalValue } from "effect/GlobalValue"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
-import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import * as Budget from "./Budget.js"
@@ -120,55 +119,71 @@ export const disabled = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A
 
 type AttemptError = ProviderFailure.ProviderFailure | HookError.HookError | Budget.BudgetExhausted
 
+/** `attempt` is the number of the attempt's send; `undefined` when the run failed before it reserved one. */
 type Outcome =
-  | { readonly _tag: "Completed"; readonly acc: Accumulator }
-  | { readonly _tag: "Failed"; readonly acc: Accumulator; readonly error: AttemptError }
+  | { readonly _tag: "Completed"; readonly acc: Accumulator; readonly attempt: number }
+  | {
+    readonly _tag: "Failed"
+    readonly acc: Accumulator
+    readonly attempt: number | undefined
+    readonly error: AttemptError
+  }
 
 /**
- * The allowance given to one attempt's stream: its first send was reserved by the recovery loop just before the
- * stream started, so the provider's first `reserve` returns that reservation; any further send (a capability
- * fallback) first passes `resend` (the fleet's checks), then is debited as usual.
+ * One run of the generation: the attempt. The sender reserves its send, once: the stream is given the scope's
+ * allowance, observed. Its first reservation is the attempt's (`onStart` gets the number it got); a further one in
+ * the same run (a capability fallback) first passes `resend`, the fleet's checks. A run that shows an event or ends
+ * before reserving (a stream that is not a provider) is charged at that moment, so no output is committed without a
+ * debit; a run that fails before reserving sent nothing (a request refused before it was sent, no attempt left).
  */
-const prepaid = (
-  allowance: Budget.Allowance,
-  attempt: number,
-  resend: Effect.Effect<void, Budget.BudgetExhausted>
-): Effect.Effect<Budget.Allowance> =>
-  Effect.map(Ref.make(false), (used) => ({
-    ...allowance,
-    reserve: Effect.flatMap(
-      Ref.getAndSet(used, true),
-      (alreadyUsed) => alreadyUsed ? Effect.zipRight(resend, allowance.reserve) : Effect.succeed(attempt)
-    )
-  }))
-
 const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
   generation: Stream.Stream<Generation.GenerationEvent, E, R>,
   allowance: Budget.Allowance,
-  attempt: number,
   options: Options<RH>,
   notifications: RecoveryNotifications.Service,
-  resend: Effect.Effect<void, Budget.BudgetExhausted>
+  resend: Effect.Effect<void, Budget.BudgetExhausted>,
+  onStart: (attempt: number) => Effect.Effect<void>
 ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
   Effect.gen(function*() {
     const acc = new Accumulator(options.earlyBreakOnToolCall === true)
     const onChunk = options.hooks?.onChunk
-    const budget = yield* prepaid(allowance, attempt, resend)
+    let attempt: number | undefined
+    const start = Effect.flatMap(allowance.reserve, (n) => {
+      attempt = n
+      return Effect.as(onStart(n), n)
+    })
+    const observed: Budget.Allowance = {
+      ...allowance,
+      reserve: Effect.suspend(() => attempt === undefined ? start : Effect.zipRight(resend, allowance.reserve))
+    }
+    const charged = Effect.suspend(() => attempt === undefined ? Effect.asVoid(start) : Effect.void)
+    const surfaced = (
+      event: Generation.GenerationEvent,
+      attempt: number
+    ): Effect.Effect<void, HookError.HookError, RH> => {
+      if (!acc.add(event)) return Effect.void
+      const preview = notifications.notify(RecoveryNotifications.Notification.Preview({ attempt, event }))
+      if (onChunk === undefined) return preview
+      return Effect.zipRight(
+        preview,
+        Effect.suspend(() => {
+          acc.effectful = true
+          return Effect.mapError(onChunk(event, attempt), (cause) =>
+            new HookError.HookError({ hook: "onChunk", attempt, cause }))
+        })
+      )
+    }
     const result = yield* generation.pipe(
-      Stream.provideService(Budget.Budget, budget),
-      Stream.runForEach((event): Effect.Effect<void, HookError.HookError, RH> => {
-        if (!acc.add(event)) return Effect.void
-        const preview = notifications.notify(RecoveryNotifications.Notification.Preview({ attempt, event }))
-        if (onChunk === undefined) return preview
-        return Effect.zipRight(
-          preview,
-          Effect.suspend(() => {
-            acc.effectful = true
-            return Effect.mapError(onChunk(event, attempt), (cause) =>
-              new HookError.HookError({ hook: "onChunk", attempt, cause }))
-          })
-        )
-      }),
+      Stream.provideService(Budget.Budget, observed),
+      Stream.runForEach((event) =>
+        attempt === undefined
+          ? Effect.zipRight(
+            charged,
+            Effect.suspend(() => surfaced(event, attempt!))
+          )
+          : surfaced(event, attempt)
+      ),
+      Effect.zipRight(charged),
       Effect.flatMap(() =>
         acc.finish === undefined
           ? Effect.fail(
@@ -182,8 +197,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       Effect.either
     )
     return result._tag === "Right"
-      ? { _tag: "Completed", acc } as const
-      : { _tag: "Failed", acc, error: result.left } as const
+      ? { _tag: "Completed", acc, attempt: attempt! } as const
+      : { _tag: "Failed", acc, attempt, error: result.left } as const
   })
 
 /**
@@ -322,108 +337,127 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
       | { readonly _tag: "Retry"; readonly error: AttemptError; readonly delay: Duration.Duration }
 
-    const decide = (attempt: number) =>
-      Effect.gen(function*() {
-        yield* notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts }))
-        const outcome = yield* runAttempt(generation, allowance, attempt, options, notifications, resend)
-
-        if (outcome._tag === "Completed") {
-          const { acc } = outcome
-          const finish = acc.finish!
-          const reply = new Generation.Reply({
-            text: acc.text,
-            reasoning: acc.reasoning,
-            toolCalls: acc.toolCalls,
-            finishReason: finish.reason,
-            providerFinishReason: finish.providerReason,
-            usage: Option.fromNullable(acc.usage),
-            attempts: attemptsOfReply
-          })
-          yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
-          return { _tag: "Commit", reply } as Decision
-        }
-
-        const { acc, error } = outcome
-        yield* notify(
-          N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+    // The attempt's send is reserved by the sender; this is what its reservation starts.
+    const onStart = (attempt: number) =>
+      Effect.suspend(() => {
+        attemptsOfReply++
+        return Effect.zipRight(
+          notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts })),
+          Metric.increment(Telemetry.attempts)
         )
-        yield* Metric.increment(Telemetry.discards)
-        yield* Effect.annotateCurrentSpan({
-          ...Telemetry.failureAttributes(error),
-          [A.discardedChars]: acc.text.length,
-          [A.outcome]: "surfaced"
-        })
-        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
-        if (Budget.isBudgetExhausted(error)) {
-          return stop(
-            fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-          )
-        }
-        if (HookError.isHookError(error)) return stop(surface(error))
-        // Server pushback concerns every process on the key, whatever becomes of this failure.
-        if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
-          yield* fleet.pushback(
-            error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
-          )
-        }
-
-        const verdict = Classification.classify(error)
-        yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-        if (verdict._tag === "Permanent") return stop(surface(annotate(error, acc.text.length)))
-        if (!replay) {
-          yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
-          return stop(surface(annotate(error, acc.text.length)))
-        }
-        if (acc.effectful) {
-          yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-          return stop(surface(annotate(error, acc.text.length, "ExternalEffects")))
-        }
-        errors.push(annotate(error, acc.text.length))
-
-        const remainingAttempts = yield* allowance.remainingAttempts
-        if (remainingAttempts === 0) return stop(exhausted("Attempts"))
-        const backoff = yield* planner.next
-        if (Option.isNone(backoff)) return stop(exhausted("Attempts"))
-        const wait = Policy.lengthen(backoff.value, verdict.retryAfter)
-        const now = yield* Clock.currentTimeNanos
-        const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
-        if (now + waitNanos >= allowance.deadlineAt) {
-          return stop(
-            wait.source === "retry-after"
-              ? exhausted("RetryAfterBeyondDeadline", wait.delay)
-              : exhausted("Deadline")
-          )
-        }
-        const withdrawal = yield* fleet.withdraw
-        if (!withdrawal.allowed) return stop(exhausted("FleetBudget"))
-        yield* Effect.annotateCurrentSpan({
-          [A.outcome]: "retried",
-          [A.retryDelayMs]: Duration.toMillis(wait.delay),
-          [A.retryDelaySource]: wait.source
-        })
-        yield* notify(N.RetryScheduled({
-          nextAttempt: attempt + 1,
-          delay: wait.delay,
-          delaySource: wait.source,
-          remainingAttempts,
-          remainingTime: Duration.nanos(allowance.deadlineAt - now)
-        }))
-        yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
-        if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
-        return { _tag: "Retry", error, delay: wait.delay } as Decision
       })
+
+    const decide = Effect.gen(function*() {
+      const outcome = yield* runAttempt(generation, allowance, options, notifications, resend, onStart)
+      if (outcome.attempt === undefined) {
+        // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
+        const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
+        yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
+        const stop = Budget.isBudgetExhausted(error)
+          ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+          : surface(HookError.isHookError(error) ? error : annotate(error, 0))
+        return { _tag: "Stop", error, stop } as Decision
+      }
+      const attempt = outcome.attempt
+      yield* Effect.annotateCurrentSpan(A.attempt, attempt)
+
+      if (outcome._tag === "Completed") {
+        const { acc } = outcome
+        const finish = acc.finish!
+        const reply = new Generation.Reply({
+          text: acc.text,
+          reasoning: acc.reasoning,
+          toolCalls: acc.toolCalls,
+          finishReason: finish.reason,
+          providerFinishReason: finish.providerReason,
+          usage: Option.fromNullable(acc.usage),
+          attempts: attemptsOfReply
+        })
+        yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
+        return { _tag: "Commit", reply } as Decision
+      }
+
+      const { acc, error } = outcome
+      yield* notify(
+        N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+      )
+      yield* Metric.increment(Telemetry.discards)
+      yield* Effect.annotateCurrentSpan({
+        ...Telemetry.failureAttributes(error),
+        [A.discardedChars]: acc.text.length,
+        [A.outcome]: "surfaced"
+      })
+      const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+      if (Budget.isBudgetExhausted(error)) {
+        return stop(
+          fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+        )
+      }
+      if (HookError.isHookError(error)) return stop(surface(error))
+      // Server pushback concerns every process on the key, whatever becomes of this failure.
+      if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
+        yield* fleet.pushback(
+          error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
+        )
+      }
+
+      const verdict = Classification.classify(error)
+      yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+      if (verdict._tag === "Permanent") return stop(surface(annotate(error, acc.text.length)))
+      if (!replay) {
+        yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+        return stop(surface(annotate(error, acc.text.length)))
+      }
+      if (acc.effectful) {
+        yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+        return stop(surface(annotate(error, acc.text.length, "ExternalEffects")))
+      }
+      errors.push(annotate(error, acc.text.length))
+
+      const remainingAttempts = yield* allowance.remainingAttempts
+      if (remainingAttempts === 0) return stop(exhausted("Attempts"))
+      const backoff = yield* planner.next
+      if (Option.isNone(backoff)) return stop(exhausted("Attempts"))
+      const wait = Policy.lengthen(backoff.value, verdict.retryAfter)
+      const now = yield* Clock.currentTimeNanos
+      const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+      if (now + waitNanos >= allowance.deadlineAt) {
+        return stop(
+          wait.source === "retry-after"
+            ? exhausted("RetryAfterBeyondDeadline", wait.delay)
+            : exhausted("Deadline")
+        )
+      }
+      const withdrawal = yield* fleet.withdraw
+      if (!withdrawal.allowed) return stop(exhausted("FleetBudget"))
+      yield* Effect.annotateCurrentSpan({
+        [A.outcome]: "retried",
+        [A.retryDelayMs]: Duration.toMillis(wait.delay),
+        [A.retryDelaySource]: wait.source
+      })
+      yield* notify(N.RetryScheduled({
+        nextAttempt: attempt + 1,
+        delay: wait.delay,
+        delaySource: wait.source,
+        remainingAttempts,
+        remainingTime: Duration.nanos(allowance.deadlineAt - now)
+      }))
+      yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
+      if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
+      return { _tag: "Retry", error, delay: wait.delay } as Decision
+    })
 
     // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
     // inside it, done outside it).
-    const attemptInSpan = (attempt: number) => {
+    const attemptInSpan = () => {
       let decided: Decision | undefined
-      return decide(attempt).pipe(
+      return decide.pipe(
         Effect.flatMap((decision) => {
           decided = decision
           return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
         }),
         Effect.withSpan(Telemetry.SpanName.attempt, {
-          attributes: { [A.attempt]: attempt, [A.maxAttempts]: allowance.settings.maxAttempts },
+          attributes: { [A.maxAttempts]: allowance.settings.maxAttempts },
           captureStackTrace: false
         }),
         Effect.ignore,
@@ -436,12 +470,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       // the send waits out a pause the fleet is in.
       const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
       if (Option.isSome(beyond)) return yield* exhausted("RetryAfterBeyondDeadline", beyond.value)
-      const reserved = yield* Effect.either(allowance.reserve)
-      if (reserved._tag === "Left") return yield* exhausted(reserved.left.reason)
-      const attempt = reserved.right
-      attemptsOfReply++
-      yield* Metric.increment(Telemetry.attempts)
-      const decision = yield* attemptInSpan(attempt)
+      const decision = yield* attemptInSpan()
 
       if (decision._tag === "Commit") {
         const { reply } = decision
