@@ -179,7 +179,9 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         attempt === undefined
           ? Effect.zipRight(
             charged,
-            Effect.suspend(() => surfaced(event, attempt!))
+            Effect.suspend(() =>
+              surfaced(event, attempt!)
+            )
           )
           : surfaced(event, attempt)
       ),
