@@ -5,8 +5,15 @@
  * before headers or after N bytes, clean EOF before the terminal event, stalls with or without keepalive comments,
  * in-band error events, any status with any headers, truncated tool-call JSON and slow drips.
  *
- * It records every request (route, method, path, headers with credentials redacted, JSON body, arrival time, and
- * who closed the exchange and when) and counts requests per route, for assertions. Use it as a scoped
+ * On the Responses route it also keeps background responses (a send with `"background": true`): each one by id
+ * (`resp_sim_N`) with its complete event list, whatever a fault did to the connection that created it, and it
+ * serves what the real API serves from them — resume GETs (`GET /v1/responses/{id}?stream=true&starting_after=N`:
+ * the events after N, no `response.created`, with the route's `resume` steps applied as faults), polls
+ * (`GET /v1/responses/{id}`), idempotent cancels (`POST /v1/responses/{id}/cancel`), the 404 of an unknown id and
+ * the 400 of a response too old to stream (`streamForMs`, five minutes by default; {@link Service.expire}).
+ *
+ * It records every request (route, kind, method, path, headers with credentials redacted, JSON body, arrival
+ * time, and who closed the exchange and when) and counts requests per route, for assertions. Use it as a scoped
  * {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`). Its timers (stalls,
  * drips, keepalives) run on the real clock even under `TestClock`, because they pace real sockets; every one of
  * them ends when the client disconnects or the simulator's scope closes, which also destroys open sockets.
@@ -34,8 +41,9 @@ import * as SubscriptionRef from "effect/SubscriptionRef"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import * as Load from "./internal/load.js"
-import * as Plan from "./internal/plan.js"
+import * as Respond from "./internal/respond.js"
 import * as Store from "./internal/store.js"
+import * as Target from "./internal/target.js"
 import * as Wire from "./internal/wire.js"
 import type * as Records from "./RecordedRequest.js"
 import * as ScriptLoader from "./ScriptLoader.js"
@@ -56,6 +64,22 @@ export type Closure = Records.Closure
  * @category models
  */
 export type RecordedRequest = Records.RecordedRequest
+
+/**
+ * A background response as the simulator keeps it (see `RecordedRequest.BackgroundResponse`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type BackgroundResponse = Records.BackgroundResponse
+
+/**
+ * What a request to a route asks for: `send`, `resume`, `poll` or `cancel` (see `RecordedRequest.RequestKind`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type RequestKind = Records.RequestKind
 
 /**
  * A running simulator.
@@ -88,8 +112,14 @@ export interface Service {
   /** Every recorded request, oldest first. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   readonly requestsTo: (route: SimulatorScript.Route) => Effect.Effect<ReadonlyArray<RecordedRequest>>
-  /** Requests to a route (or to all routes) since the last `setScript` or `clear`. */
-  readonly count: (route?: SimulatorScript.Route | undefined) => Effect.Effect<number>
+  /**
+   * Requests to a route (or to all routes) since the last `setScript` or `clear`; with `kind`, only those of that
+   * kind (`count("openai-responses", "send")` leaves out the resumes, polls and cancels).
+   */
+  readonly count: (
+    route?: SimulatorScript.Route | undefined,
+    kind?: RequestKind | undefined
+  ) => Effect.Effect<number>
   /** Waits for the `nth` request (1-based) to a route and returns it as recorded on arrival. */
   readonly awaitRequest: (route: SimulatorScript.Route, nth: number) => Effect.Effect<RecordedRequest>
   /**
@@ -97,6 +127,15 @@ export interface Service {
    * forgotten by `clear`/`setScript` before it ended.
    */
   readonly awaitClose: (id: number) => Effect.Effect<Closure>
+  /** A background response by id (`resp_sim_N`), with its status and counters; undefined if unknown. */
+  readonly backgroundResponse: (id: string) => Effect.Effect<BackgroundResponse | undefined>
+  /** Every background response kept (oldest first): they live until the next `setScript`. */
+  readonly backgroundResponses: Effect.Effect<ReadonlyArray<BackgroundResponse>>
+  /**
+   * Makes a background response (every one, without an id) too old to stream, as if its route's `streamForMs`
+   * had passed: its resumes get the API's 400, its polls still work. False if the id is unknown.
+   */
+  readonly expire: (id?: string | undefined) => Effect.Effect<boolean>
 }
 
 /**
@@ -148,27 +187,15 @@ export class SimulatorError extends Schema.TaggedError<SimulatorError>("@reprise
   }
 }
 
-const routePaths: ReadonlyArray<readonly [string, SimulatorScript.Route]> = [
-  ["/v1/chat/completions", "openai-chat"],
-  ["/chat/completions", "openai-chat"],
-  ["/v1/responses", "openai-responses"],
-  ["/responses", "openai-responses"],
-  ["/v1/messages", "anthropic"],
-  ["/subscription/responses", "subscription"],
-  ["/subscription/v1/responses", "subscription"],
-  ["/backend-api/codex/responses", "subscription"]
-]
-
 /**
- * The route of a request path, if any (a trailing slash is ignored).
+ * The route of a request path, if any (a trailing slash is ignored). The paths of background responses
+ * (`/v1/responses/{id}`, `/v1/responses/{id}/cancel`) belong to `openai-responses` but are not route paths: they
+ * take no request body.
  *
  * @since 0.1.0
  * @category routes
  */
-export const routeOf = (pathname: string): SimulatorScript.Route | undefined => {
-  const path = pathname.length > 1 && pathname.endsWith("/") ? pathname.slice(0, -1) : pathname
-  return routePaths.find(([p]) => p === path)?.[1]
-}
+export const routeOf = (pathname: string): SimulatorScript.Route | undefined => Target.routeOfPath(pathname)
 
 const listen = (server: Http.Server, host: string, port: number) =>
   Effect.async<number, SimulatorError>((resume) => {
@@ -220,12 +247,6 @@ const readBody = (req: Http.IncomingMessage) =>
   })
 
 const gone: unique symbol = Symbol.for("@reprise/simulator/Simulator/gone")
-
-const simulatorError = (status: number, message: string): typeof SimulatorScript.StatusStep.Type => ({
-  kind: "status",
-  status,
-  body: { error: { message, type: "simulator_error", param: null, code: null } }
-})
 
 /**
  * Starts a simulator in the current scope; closing the scope interrupts every exchange, destroys open sockets and
@@ -282,40 +303,6 @@ export const make = (options: Options = {}): Effect.Effect<
         ex.res.end(JSON.stringify({ simulator: "reprise", url, baseUrls, counts: store.counts }))
       })
 
-    const planFor = (arrival: Store.Arrival, found: SimulatorScript.Route | undefined): Plan.Plan => {
-      const { record } = arrival
-      const requestId = `req_sim_${record.id}`
-      const route = record.route
-      if (route === undefined) {
-        return Plan.status(
-          { route: found ?? "openai-chat", requestId },
-          found === undefined
-            ? simulatorError(404, `no simulator route for ${record.method} ${record.path}`)
-            : simulatorError(405, `${record.path} only accepts POST`)
-        )
-      }
-      const ctx = {
-        id: record.id,
-        model: Predicate.hasProperty(record.body, "model") && typeof record.body.model === "string"
-          ? record.body.model
-          : undefined,
-        created: Math.floor(record.receivedAt / 1000)
-      }
-      const plan = Plan.make({
-        route,
-        step: arrival.step,
-        reply: () => Load.framesOf(route, arrival.source, ctx),
-        ctx,
-        requestId
-      })
-      return plan instanceof Plan.PlanError
-        ? Plan.status(
-          { route, requestId },
-          simulatorError(500, `simulator: ${route} step ${record.stepIndex ?? "(default)"}: ${plan.message}`)
-        )
-        : plan
-    }
-
     const handle = (
       req: Http.IncomingMessage,
       ex: Wire.Exchange,
@@ -325,31 +312,48 @@ export const make = (options: Options = {}): Effect.Effect<
         const receivedAt = yield* preciseMillis
         const method = req.method ?? "GET"
         const path = req.url ?? "/"
-        const pathname = new URL(path, "http://127.0.0.1").pathname
-        if (method === "GET" && (pathname === "/" || pathname === "/health")) {
+        const requestUrl = new URL(path, "http://127.0.0.1")
+        if (method === "GET" && (requestUrl.pathname === "/" || requestUrl.pathname === "/health")) {
           yield* health(ex)
           return yield* Effect.asVoid(Deferred.await(closed))
         }
         const text = yield* Effect.raceFirst(readBody(req), Effect.as(Deferred.await(closed), ""))
-        const found = routeOf(pathname)
+        const body = parseBody(text)
+        const asked = Target.classify(method, requestUrl, body)
+        // A resume the server refuses (unknown id, too old, a bad cursor) takes no step of the script.
+        const refusal = asked._tag === "Resume"
+          ? store.background.refuseResume(asked.id, asked.startingAfter, receivedAt)
+          : undefined
         const arrival = store.arrive({
-          route: method === "POST" ? found : undefined,
+          route: Target.routeOf(asked),
+          kind: Target.kindOf(asked),
+          lane: refusal === undefined ? undefined : "none",
+          responseId: asked._tag === "Resume" || asked._tag === "Poll" || asked._tag === "Cancel"
+            ? asked.id
+            : undefined,
+          background: asked._tag === "Send" && asked.background,
           method,
           path,
           headers: Store.redact(req.headers),
-          body: parseBody(text),
+          body,
           receivedAt
         })
+        const background = Respond.createBackground(store, arrival)
         yield* bump
         const { record } = arrival
         yield* log(
           record.route === undefined
             ? `${method} ${path} -> no route`
-            : `${method} ${path} -> ${record.route} #${record.nth}: ${record.step}`
+            : `${method} ${path} -> ${record.route} #${record.nth}: ${record.kind === "send" ? "" : `${record.kind} `}${
+              record.step ?? "(not scripted)"
+            }`
         )
         // A client that left while its body was read gets nothing written.
         if (!(yield* Deferred.isDone(closed))) {
-          yield* Effect.raceFirst(Wire.execute(ex, planFor(arrival, found)), Deferred.await(closed))
+          yield* Effect.raceFirst(
+            Wire.execute(ex, Respond.plan(store, { arrival, target: asked, background, refusal })),
+            Deferred.await(closed)
+          )
         }
         const end = yield* Deferred.await(closed)
         const closure: Closure = { ...end, at: yield* preciseMillis }
@@ -398,13 +402,16 @@ export const make = (options: Options = {}): Effect.Effect<
       clear: Effect.zipRight(Effect.sync(() => store.clear()), bump),
       requests: Effect.sync(() => store.snapshot()),
       requestsTo: (route) => Effect.sync(() => store.snapshot().filter((r) => r.route === route)),
-      count: (route) => Effect.sync(() => store.count(route)),
+      count: (route, kind) => Effect.sync(() => store.count(route, kind)),
       awaitRequest: (route, nth) => waitFor(() => store.find(route, nth)),
       awaitClose: (id) =>
         waitFor(() => {
           const record = store.lookup(id)
           return record !== undefined ? record.closed : id < store.nextId ? gone : undefined
-        })
+        }),
+      backgroundResponse: (id) => Effect.sync(() => store.background.info(id)),
+      backgroundResponses: Effect.sync(() => store.background.all()),
+      expire: (id) => Effect.sync(() => store.background.expire(id))
     }
     return service
   })

@@ -4,6 +4,9 @@
  * in-band error event, any HTTP status, a truncated tool call or a slow drip — and where the replies come from
  * (a fixture file in SSE wire format, or text and tool calls generated for the route's protocol).
  *
+ * On the `openai-responses` route the resumes of background responses have steps of their own (`resume`), and
+ * `background` says how long those responses can be resumed and how many polls see them in progress.
+ *
  * Scripts are described by the `effect/Schema` schemas of this module; `ScriptLoader` decodes them (from a value,
  * JSON text or a file) and reports a typo or a bad value field by field.
  *
@@ -455,11 +458,86 @@ export type StepKind = Step["kind"]
 // scripts
 // -----------------------------------------------------------------------------
 
+// -----------------------------------------------------------------------------
+// background responses (openai-responses)
+// -----------------------------------------------------------------------------
+
+/**
+ * The steps of the resume GETs of a route's background responses (`GET /v1/responses/{id}?stream=true`), in
+ * order, counted apart from the sends (`POST`s) and from when the script was set: the Nth resume of the route,
+ * whatever its response, gets `steps[N-1]`; after the last step `afterLast` decides (`reply`, the default: the
+ * resumed events in full; `repeat-last`). A step applies to the events the resume serves (those after
+ * `starting_after`): `{ "kind": "reset", "afterEvents": 3 }` cuts the resumed stream after 3 of them. A step names
+ * no `reply`: a resume serves the stored response. A resume the server refuses (unknown id, a response too old to
+ * stream, a bad `starting_after`) consumes no step.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ResumeScript = Schema.Struct({
+  steps: Schema.optional(Schema.Array(Step)),
+  afterLast: Schema.optional(oneOf("reply", "repeat-last")),
+  comment: Schema.optional(Schema.String)
+}).pipe(
+  Schema.filter((resume) => {
+    const named = (resume.steps ?? []).findIndex((step) => "reply" in step && step.reply !== undefined)
+    return named === -1
+      ? undefined
+      : {
+        path: ["steps", named, "reply"],
+        message: "a resume serves the stored response: a resume step names no reply"
+      }
+  })
+).annotations({ identifier: "ResumeScript" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface ResumeScript extends Schema.Schema.Type<typeof ResumeScript> {}
+
+/**
+ * How the route's background responses behave on the server side (the `openai-responses` route; a `POST` with
+ * `"background": true`).
+ *
+ * - `inProgressPolls` (default 0): the response answers its first K polls (`GET /v1/responses/{id}`) with
+ *   `status: "in_progress"`, then `completed` (or the status of its terminal event). While it is in progress a
+ *   cancel succeeds (`status: "cancelled"`); once it is done a cancel is the real API's 400. With 0 the response is
+ *   done at once: every event is known when it is created.
+ * - `streamForMs` (default 300000, the real API's five minutes): a resume of a response at least this old (by the
+ *   arrival times of its `POST` and of the resume) is the real API's 400 `This response can no longer be streamed
+ *   because it is more than 5 minutes old.`; polls still work. `0`: every resume is refused so.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const BackgroundOptions = Schema.Struct({
+  inProgressPolls: Schema.optional(Count),
+  streamForMs: Schema.optional(
+    Schema.Int.pipe(Schema.between(0, 600_000)).annotations({
+      message: (issue) => ({
+        message: `Expected a whole number of milliseconds between 0 and 600000${actual(issue)}`,
+        override: true
+      })
+    })
+  ),
+  comment: Schema.optional(Schema.String)
+}).annotations({ identifier: "BackgroundOptions" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface BackgroundOptions extends Schema.Schema.Type<typeof BackgroundOptions> {}
+
 /**
  * The script of one route. The Nth request to the route (counted from when the script was set) gets
  * `steps[N-1]` (a step with `forMs` serves every request of its span, then the next request gets the next step);
  * after the last step, `afterLast` decides: `reply` (default) serves the route's `reply` in full,
  * `repeat-last` repeats the last step. Without steps every request gets the full reply.
+ *
+ * On the `openai-responses` route `steps` are the sends (`POST`s); the resumes of background responses have their
+ * own steps (`resume`), and `background` says how those responses behave. Polls and cancels are not scripted.
  *
  * @since 0.1.0
  * @category schemas
@@ -469,6 +547,10 @@ export const RouteScript = Schema.Struct({
   reply: Schema.optional(Reply),
   steps: Schema.optional(Schema.Array(Step)),
   afterLast: Schema.optional(oneOf("reply", "repeat-last")),
+  /** `openai-responses` only: the steps of resume GETs. */
+  resume: Schema.optional(ResumeScript),
+  /** `openai-responses` only: polls in progress, how long a response can be resumed. */
+  background: Schema.optional(BackgroundOptions),
   comment: Schema.optional(Schema.String)
 }).annotations({ identifier: "RouteScript" })
 
@@ -493,7 +575,20 @@ export const Script = Schema.Struct({
       "openai-responses": Schema.optional(RouteScript),
       anthropic: Schema.optional(RouteScript),
       subscription: Schema.optional(RouteScript)
-    }).annotations({ identifier: "Routes" })
+    }).pipe(
+      Schema.filter((routes) => {
+        // Background responses are a Responses API feature; the ChatGPT backend (subscription) has none.
+        for (const route of ["openai-chat", "anthropic", "subscription"] as const) {
+          const script = routes[route]
+          for (const field of ["resume", "background"] as const) {
+            if (script?.[field] !== undefined) {
+              return { path: [route, field], message: `only the openai-responses route has background responses` }
+            }
+          }
+        }
+        return undefined
+      })
+    ).annotations({ identifier: "Routes" })
   ),
   comment: Schema.optional(Schema.String)
 }).annotations({ identifier: "Script" })

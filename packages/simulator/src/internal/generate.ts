@@ -15,6 +15,8 @@ export interface Context {
   readonly model: string | undefined
   /** Seconds since the epoch, for `created` fields. */
   readonly created: number
+  /** Responses only: a background response (`"background": true`), stored by the server. */
+  readonly background?: boolean | undefined
 }
 
 /** @internal */
@@ -202,6 +204,8 @@ const responseObject = (
   object: "response",
   created_at: ctx.created,
   status,
+  // As the real API orders it; ordinary responses keep the simulator's shape of before background mode.
+  ...(ctx.background === true ? { background: true } : {}),
   error: null,
   incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
   instructions: null,
@@ -211,7 +215,8 @@ const responseObject = (
   parallel_tool_calls: true,
   previous_response_id: null,
   reasoning: { effort: null, summary: null },
-  store: false,
+  // Background mode requires store: true.
+  store: ctx.background === true,
   temperature: 1,
   text: { format: { type: "text" } },
   tool_choice: "auto",
@@ -239,10 +244,17 @@ const responses = (
   let sequence = 0
   const ev = (type: string, payload: Record<string, unknown>) =>
     Frames.jsonFrame(type, { type, sequence_number: sequence++, ...payload })
-  const frames: Array<Frames.Frame> = [
-    ev("response.created", { response: responseObject(reply, ctx, "in_progress", [], null) }),
-    ev("response.in_progress", { response: responseObject(reply, ctx, "in_progress", [], null) })
-  ]
+  // A background response is created queued, as the real API streams it: created and queued, then in progress.
+  const frames: Array<Frames.Frame> = ctx.background === true
+    ? [
+      ev("response.created", { response: responseObject(reply, ctx, "queued", [], null) }),
+      ev("response.queued", { response: responseObject(reply, ctx, "queued", [], null) }),
+      ev("response.in_progress", { response: responseObject(reply, ctx, "in_progress", [], null) })
+    ]
+    : [
+      ev("response.created", { response: responseObject(reply, ctx, "in_progress", [], null) }),
+      ev("response.in_progress", { response: responseObject(reply, ctx, "in_progress", [], null) })
+    ]
   const output: Array<unknown> = []
   if (text.length > 0) {
     const itemId = `msg_sim_${ctx.id}`

@@ -31,14 +31,44 @@ export interface LoadedRoute {
   readonly reply: Source
   readonly steps: ReadonlyArray<LoadedStep>
   readonly afterLast: "reply" | "repeat-last"
+  /** The steps of resume GETs (background responses), counted apart from the sends. Default: none. */
+  readonly resume?: {
+    readonly steps: ReadonlyArray<LoadedStep>
+    readonly afterLast: "reply" | "repeat-last"
+  } | undefined
+  /** Default: done at once, resumable for five minutes. */
+  readonly background?: Background | undefined
 }
+
+/** How a route's background responses behave (see `SimulatorScript.BackgroundOptions`). @internal */
+export interface Background {
+  readonly inProgressPolls: number
+  readonly streamForMs: number
+}
+
+/** The real API refuses to stream a background response more than five minutes old. @internal */
+export const defaultStreamForMs = 300_000
+
+/** Which list of steps a request is served from. @internal */
+export type Lane = "send" | "resume"
 
 /** @internal */
 export type LoadedScript = Readonly<Record<SimulatorScript.Route, LoadedRoute>>
 
 const defaultSource: Source = { _tag: "Generated", reply: {} }
 
-const emptyRoute: LoadedRoute = { reply: defaultSource, steps: [], afterLast: "reply" }
+/** @internal */
+export const defaultBackground: Background = { inProgressPolls: 0, streamForMs: defaultStreamForMs }
+
+const noResume = { steps: [], afterLast: "reply" } as const
+
+const emptyRoute: LoadedRoute = {
+  reply: defaultSource,
+  steps: [],
+  afterLast: "reply",
+  resume: noResume,
+  background: defaultBackground
+}
 
 /** @internal */
 export const empty: LoadedScript = {
@@ -103,7 +133,20 @@ export const loadRoute = (
       step.kind !== "status" && step.reply !== undefined
         ? Effect.map(loadReply(env, dir, route, step.reply), (source): LoadedStep => ({ step, index, source }))
         : Effect.succeed<LoadedStep>({ step, index, source: undefined }))
-    return { reply, steps, afterLast: script.afterLast ?? "reply" }
+    return {
+      reply,
+      steps,
+      afterLast: script.afterLast ?? "reply",
+      // A resume serves the stored response: its steps name no reply of their own.
+      resume: {
+        steps: (script.resume?.steps ?? []).map((step, index): LoadedStep => ({ step, index, source: undefined })),
+        afterLast: script.resume?.afterLast ?? "reply"
+      },
+      background: {
+        inProgressPolls: script.background?.inProgressPolls ?? defaultBackground.inProgressPolls,
+        streamForMs: script.background?.streamForMs ?? defaultBackground.streamForMs
+      }
+    }
   })
 
 /** @internal */
@@ -129,18 +172,21 @@ export const load = (
 }
 
 /**
- * The step the `n`th request (0-based, since the route's script was set) gets, and the source of its reply.
+ * The step the `n`th request of a lane (0-based, since the route's script was set) gets, and the source of its
+ * reply (a resume's source is unused: it serves the stored response).
  *
  * @internal
  */
 export const pick = (
   route: LoadedRoute,
-  n: number
+  n: number,
+  lane: Lane = "send"
 ): { readonly step: SimulatorScript.Step; readonly index: number | undefined; readonly source: Source } => {
-  const chosen = n < route.steps.length
-    ? route.steps[n]
-    : route.afterLast === "repeat-last"
-    ? route.steps.at(-1)
+  const { afterLast, steps } = lane === "send" ? route : route.resume ?? noResume
+  const chosen = n < steps.length
+    ? steps[n]
+    : afterLast === "repeat-last"
+    ? steps.at(-1)
     : undefined
   if (chosen === undefined) return { step: { kind: "stream" }, index: undefined, source: route.reply }
   return { step: chosen.step, index: chosen.index, source: chosen.source ?? route.reply }

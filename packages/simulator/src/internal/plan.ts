@@ -112,6 +112,11 @@ export interface Input {
   readonly reply: () => Frames.Frames
   readonly ctx: Generate.Context
   readonly requestId: string
+  /**
+   * Responses: the `sequence_number` of the reply's first event, so an in-band error event takes the next one. 0
+   * for a send; a resume serves the events after `starting_after`.
+   */
+  readonly sequence?: number | undefined
 }
 
 /**
@@ -139,7 +144,10 @@ export const make = (input: Input): Plan | PlanError => {
   if (step.kind === "error") {
     const at = Math.min(step.afterEvents ?? Math.floor(terminal / 2), frames.length)
     const before = frames.slice(0, at)
-    const sequence = before.reduce((n, f) => Frames.json(f)?.sequence_number === undefined ? n : n + 1, 0)
+    const sequence = before.reduce(
+      (n, f) => Frames.json(f)?.sequence_number === undefined ? n : n + 1,
+      input.sequence ?? 0
+    )
     frames = [...before, Generate.errorFrame(route, step.error, step.event ?? "error", { ...input.ctx, sequence })]
   } else if (step.kind === "truncated-tool-call") {
     const truncated = truncateToolCall(route, frames, step.afterChars)

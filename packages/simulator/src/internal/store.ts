@@ -1,13 +1,15 @@
 /**
- * The simulator's memory: the loaded script, each route's position in it, and the recorded requests. It is
- * mutated only from the simulator's own fibers (JavaScript runs them one at a time); waiters are woken through a
- * version counter kept by the caller.
+ * The simulator's memory: the loaded script, each route's position in it (one for its sends, one for the resumes
+ * of its background responses), the recorded requests and the background responses. It is mutated only from the
+ * simulator's own fibers (JavaScript runs them one at a time); waiters are woken through a version counter kept by
+ * the caller.
  *
  * @internal
  */
 import type * as Http from "node:http"
 import type * as RecordedRequest from "../RecordedRequest.js"
 import type * as SimulatorScript from "../SimulatorScript.js"
+import * as Background from "./background.js"
 import * as Load from "./load.js"
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
@@ -51,37 +53,60 @@ export interface Arrival {
   readonly source: Load.Source
 }
 
+const zeroKinds = (): Record<SimulatorScript.Route, Record<RecordedRequest.RequestKind, number>> => ({
+  "openai-chat": { send: 0, resume: 0, poll: 0, cancel: 0 },
+  "openai-responses": { send: 0, resume: 0, poll: 0, cancel: 0 },
+  anthropic: { send: 0, resume: 0, poll: 0, cancel: 0 },
+  subscription: { send: 0, resume: 0, poll: 0, cancel: 0 }
+})
+
+const zeroLanes = (): Record<Load.Lane, Record<SimulatorScript.Route, number>> => ({ send: zero(), resume: zero() })
+
 /** @internal */
 export class Store {
   private records: Array<Mutable<RecordedRequest.RecordedRequest>> = []
   private index = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
   /** Exchanges not yet ended, kept even when the records are cleared, so `awaitClose` still resolves. */
   private open = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
-  private cursors = zero()
-  /** When the held step (one with `forMs`) at each route's cursor served its first request. */
-  private heldSince: Partial<Record<SimulatorScript.Route, number>> = {}
+  /** Each route's position in its steps, per lane (sends, resumes). */
+  private cursors = zeroLanes()
+  /** When the held step (one with `forMs`) at each route's cursor served its first request, per lane. */
+  private heldSince: Record<Load.Lane, Partial<Record<SimulatorScript.Route, number>>> = { send: {}, resume: {} }
+  private kindCounts = zeroKinds()
   counts = zero()
   nextId = 1
+  /** Background responses, kept until the script is replaced. */
+  readonly background: Background.Responses
 
-  constructor(private script: Load.LoadedScript, private readonly maxRecords: number) {}
+  constructor(private script: Load.LoadedScript, private readonly maxRecords: number) {
+    this.background = new Background.Responses(maxRecords)
+  }
+
+  get loaded(): Load.LoadedScript {
+    return this.script
+  }
 
   setScript(script: Load.LoadedScript): void {
     this.script = script
-    this.cursors = zero()
-    this.heldSince = {}
+    this.cursors = zeroLanes()
+    this.heldSince = { send: {}, resume: {} }
+    this.background.clear()
     this.clear()
   }
 
   setRoute(route: SimulatorScript.Route, loaded: Load.LoadedRoute): void {
     this.script = { ...this.script, [route]: loaded }
-    this.cursors = { ...this.cursors, [route]: 0 }
-    this.heldSince = { ...this.heldSince, [route]: undefined }
+    for (const lane of ["send", "resume"] as const) {
+      this.cursors[lane] = { ...this.cursors[lane], [route]: 0 }
+      this.heldSince[lane] = { ...this.heldSince[lane], [route]: undefined }
+    }
   }
 
   clear(): void {
     this.records = []
     this.index.clear()
     this.counts = zero()
+    this.kindCounts = zeroKinds()
   }
 
   arrive(request: {
@@ -91,26 +116,52 @@ export class Store {
     readonly headers: Readonly<Record<string, string>>
     readonly body: unknown
     readonly receivedAt: number
+    /** Default `send` (with a route). */
+    readonly kind?: RecordedRequest.RequestKind | undefined
+    /** Which steps serve the request. Default: the sends' for a send, the resumes' for a resume, none otherwise. */
+    readonly lane?: Load.Lane | "none" | undefined
+    /** A resume, poll or cancel: the response it names. */
+    readonly responseId?: string | undefined
+    /** A send with `"background": true`: it creates a background response unless its step is a status. */
+    readonly background?: boolean | undefined
   }): Arrival {
     const id = this.nextId++
     const route = request.route
+    const kind = route === undefined ? undefined : request.kind ?? "send"
+    const lane = route === undefined
+      ? "none"
+      : request.lane ?? (kind === "send" ? "send" : kind === "resume" ? "resume" : "none")
     let step: SimulatorScript.Step = { kind: "stream" }
     let stepIndex: number | undefined
     let source: Load.Source = Load.empty["openai-chat"].reply
     let nth = 0
+    let served: SimulatorScript.StepKind | undefined
     if (route !== undefined) {
-      const picked = this.pickHeld(route, request.receivedAt)
-      step = picked.step
-      stepIndex = picked.index
-      source = picked.source
+      if (lane !== "none") {
+        const picked = this.pickHeld(route, lane, request.receivedAt)
+        step = picked.step
+        stepIndex = picked.index
+        source = picked.source
+        served = step.kind
+      }
       this.counts = { ...this.counts, [route]: this.counts[route] + 1 }
+      this.kindCounts[route][kind!]++
       nth = this.counts[route]
     }
+    const responseId = request.responseId ??
+      (kind === "send" && request.background === true && step.kind !== "status" ? Background.idFor(id) : undefined)
     const record: Mutable<RecordedRequest.RecordedRequest> = {
-      ...request,
       id,
+      route,
+      method: request.method,
+      path: request.path,
+      headers: request.headers,
+      body: request.body,
+      receivedAt: request.receivedAt,
       nth,
-      step: route === undefined ? undefined : step.kind,
+      kind,
+      responseId,
+      step: served,
       stepIndex,
       closed: undefined
     }
@@ -125,22 +176,24 @@ export class Store {
   }
 
   /**
-   * The step of the route's next request: a step with `forMs` stays at the cursor for its span (timed from its
-   * first request by the arrival times), then the cursor moves on.
+   * The step of the route's next request in a lane: a step with `forMs` stays at the cursor for its span (timed
+   * from its first request by the arrival times), then the cursor moves on.
    */
-  private pickHeld(route: SimulatorScript.Route, at: number): ReturnType<typeof Load.pick> {
+  private pickHeld(route: SimulatorScript.Route, lane: Load.Lane, at: number): ReturnType<typeof Load.pick> {
     const held = (picked: ReturnType<typeof Load.pick>) => picked.index !== undefined && picked.step.forMs !== undefined
-    let picked = Load.pick(this.script[route], this.cursors[route])
-    const since = this.heldSince[route]
+    const cursors = this.cursors[lane]
+    const heldSince = this.heldSince[lane]
+    let picked = Load.pick(this.script[route], cursors[route], lane)
+    const since = heldSince[route]
     if (held(picked) && since !== undefined && at - since >= picked.step.forMs!) {
-      this.cursors = { ...this.cursors, [route]: this.cursors[route] + 1 }
-      this.heldSince = { ...this.heldSince, [route]: undefined }
-      picked = Load.pick(this.script[route], this.cursors[route])
+      cursors[route]++
+      delete heldSince[route]
+      picked = Load.pick(this.script[route], cursors[route], lane)
     }
     if (held(picked)) {
-      if (this.heldSince[route] === undefined) this.heldSince = { ...this.heldSince, [route]: at }
+      if (heldSince[route] === undefined) heldSince[route] = at
     } else {
-      this.cursors = { ...this.cursors, [route]: this.cursors[route] + 1 }
+      cursors[route]++
     }
     return picked
   }
@@ -161,8 +214,9 @@ export class Store {
     return record === undefined ? undefined : { ...record }
   }
 
-  count(route: SimulatorScript.Route | undefined): number {
-    return route === undefined ? routes.reduce((n, r) => n + this.counts[r], 0) : this.counts[route]
+  count(route: SimulatorScript.Route | undefined, kind?: RecordedRequest.RequestKind | undefined): number {
+    const of = (r: SimulatorScript.Route) => kind === undefined ? this.counts[r] : this.kindCounts[r][kind]
+    return route === undefined ? routes.reduce((n, r) => n + of(r), 0) : of(route)
   }
 
   snapshot(): ReadonlyArray<RecordedRequest.RecordedRequest> {
