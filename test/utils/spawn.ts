@@ -10,7 +10,7 @@ const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
 const cleanEnv = (): Record<string, string> => {
   const env: Record<string, string> = {}
   for (const [k, v] of Object.entries(process.env)) {
-    if (v === undefined || /^(OPENAI_|ANTHROPIC_|REPRISE_)/.test(k)) continue
+    if (v === undefined || /^(OPENAI_|ANTHROPIC_|REPRISE_|OTEL_)/.test(k)) continue
     env[k] = v
   }
   return env

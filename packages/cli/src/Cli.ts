@@ -4,7 +4,9 @@
  *
  * This module only declares the commands and their options. What a command does lives in its own module (`Run`,
  * `Simulate`, `Demo`), imported when that command runs: `reprise --help` and a bad flag never load the HTTP client,
- * the providers or the simulator, which is most of the binary's start-up time (docs/cli.md, "Start-up").
+ * the providers or the simulator, which is most of the binary's start-up time (docs/cli.md, "Start-up"). Each
+ * command's body runs inside `Telemetry.layer`: OTLP export of its spans and metrics when the standard `OTEL_*`
+ * variables name an endpoint, and nothing loaded when they do not (docs/cli.md, "Tracing").
  *
  * @since 0.1.0
  */
@@ -24,6 +26,7 @@ import * as ExitCode from "./ExitCode.js"
 import * as Output from "./Output.js"
 import * as Sanitize from "./Sanitize.js"
 import * as Settings from "./Settings.js"
+import * as Telemetry from "./Telemetry.js"
 
 /**
  * The version `--version` prints; a test keeps it equal to the package's.
@@ -47,16 +50,25 @@ export const Exit = ExitCode.Exit
  */
 export type Exit = ExitCode.Exit
 
+/**
+ * A command's body with its spans and metrics exported as the standard OpenTelemetry variables say (`Telemetry`;
+ * nothing is loaded without them). The exporters' scope is the command's: it closes, flushing the export, when the
+ * command ends however it ends (its outcome, a failure, Ctrl-C), before the exit code is reported.
+ */
+const exported = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.provide(self, Telemetry.layer({ serviceVersion: version }))
+
 const chat = Command.make(
   "chat",
   { ...Settings.options, prompt: Args.text({ name: "prompt" }) },
-  ({ prompt, ...parsed }) => Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.chat(parsed, prompt))
+  ({ prompt, ...parsed }) =>
+    exported(Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.chat(parsed, prompt)))
 ).pipe(Command.withDescription("one turn (with its tool loop), headless"))
 
 const repl = Command.make(
   "repl",
   Settings.options,
-  (parsed) => Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed))
+  (parsed) => exported(Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed)))
 ).pipe(Command.withDescription("interactive: one prompt per line on stdin"))
 
 const simulate = Command.make(
@@ -72,24 +84,24 @@ const simulate = Command.make(
     )
   },
   ({ port, script }) =>
-    Effect.flatMap(
+    exported(Effect.flatMap(
       Effect.promise(() => import("./Simulate.js")),
       (Simulate) => Effect.interruptible(Simulate.run({ port, script: Option.getOrUndefined(script) }))
-    )
+    ))
 ).pipe(Command.withDescription("run the loopback fault simulator in the foreground"))
 
 const demo = Command.make(
   "demo",
   {},
   () =>
-    Effect.flatMap(
+    exported(Effect.flatMap(
       Effect.promise(() => import("./Demo.js")),
       (Demo) =>
         Effect.flatMap(
           Effect.interruptible(Demo.run),
           (code) => code === 0 ? Effect.void : Effect.fail(new ExitCode.Exit(code))
         )
-    )
+    ))
 ).pipe(Command.withDescription("a guided run against the embedded simulator: faults, replays, commit"))
 
 const usages = new Map<string, Usage.Usage>([
