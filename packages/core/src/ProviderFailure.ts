@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
+import * as Headers from "@effect/platform/Headers"
 import type * as Duration from "effect/Duration"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Classification from "./Classification.js"
 import * as ProviderRejection from "./ProviderRejection.js"
@@ -34,7 +36,14 @@ export const ProviderFailure: Schema.Union<
 export const isProviderFailure = (u: unknown): u is ProviderFailure =>
   TransportError.isTransportError(u) || ProviderRejection.isProviderRejection(u)
 
-const sensitiveHeaders = new Set([
+/**
+ * The headers an error never shows: credentials, cookies and account identifiers. The one list: the providers
+ * redact with it too.
+ *
+ * @since 0.1.0
+ * @category redaction
+ */
+export const sensitiveHeaders: ReadonlyArray<string> = [
   "authorization",
   "proxy-authorization",
   "x-api-key",
@@ -43,19 +52,25 @@ const sensitiveHeaders = new Set([
   "set-cookie",
   "openai-organization",
   "openai-project"
-])
+]
 
 /**
- * Copies headers with credentials, cookies and account identifiers replaced by `<redacted>`, so that an error can
- * carry them safely.
+ * Copies headers with {@link sensitiveHeaders} (and any of `more`) replaced by `<redacted>`, so that an error can
+ * carry them safely as plain strings. The matching is `@effect/platform`'s `Headers.redact` (names compared
+ * lower-cased; a `RegExp` in `more` matches names).
  *
  * @since 0.1.0
  * @category redaction
  */
-export const redactHeaders = (headers: Readonly<Record<string, string>>): Record<string, string> => {
+export const redactHeaders = (
+  headers: Readonly<Record<string, string>>,
+  more: ReadonlyArray<string | RegExp> = []
+): Record<string, string> => {
   const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(headers)) {
-    out[name] = sensitiveHeaders.has(name.toLowerCase()) ? "<redacted>" : value
+  for (
+    const [name, value] of Object.entries(Headers.redact(Headers.fromInput(headers), [...sensitiveHeaders, ...more]))
+  ) {
+    out[name] = Redacted.isRedacted(value) ? "<redacted>" : value
   }
   return out
 }

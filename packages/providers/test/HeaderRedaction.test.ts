@@ -1,6 +1,6 @@
 /**
  * The headers a failure keeps (`internal/redaction.ts`): secret headers are redacted by name with `Headers.redact`
- * (the platform's `Headers.currentRedactedNames` and reprise's own `secretHeaders`), the key is scrubbed from every
+ * (the platform's `Headers.currentRedactedNames` and core's `ProviderFailure.sensitiveHeaders`), the key is scrubbed from every
  * other value, and the result is a plain record of strings, as `ProviderFailure` prints and serializes it.
  */
 import { Headers } from "@effect/platform"
@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import { Effect, Either, FiberRef, Redacted } from "effect"
 import { inspect } from "node:util"
-import { makeScrub, redactHeaders, secretHeaders } from "../src/internal/redaction.js"
+import { makeScrub, redactHeaders } from "../src/internal/redaction.js"
 import { KEY, run, server } from "./support/harness.js"
 
 const secrets = {
@@ -31,7 +31,7 @@ describe("redactHeaders", () => {
       "x-echo": `the key ${KEY} came back`,
       "x-request-id": "req_1"
     })
-    const out = redactHeaders(headers, secretHeaders, makeScrub(Redacted.make(KEY)))
+    const out = redactHeaders(headers, [], makeScrub(Redacted.make(KEY)))
     assert.deepStrictEqual(out, {
       ...Object.fromEntries(Object.keys(secrets).map((name) => [name, "<redacted>"])),
       "content-type": "application/json",

@@ -21,7 +21,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Predicate from "effect/Predicate"
 import * as Stream from "effect/Stream"
 import { type ErrorBody, parseErrorBody, readErrorBody } from "./errorBody.js"
-import { excerpt, redactHeaders, secretHeaders } from "./redaction.js"
+import { excerpt, redactHeaders } from "./redaction.js"
 import { contentEncoding, header, requestId, retryAfter, shouldRetry } from "./responseHeaders.js"
 import type { Settings } from "./settings.js"
 
@@ -192,7 +192,7 @@ export interface FailedResponse {
 /**
  * Reads a non-success response once: its error body (bounded, see `readErrorBody`; released unread when encoded),
  * its retry hints, request id and `location`, and its headers redacted (the names of `Headers.currentRedactedNames`
- * and `secretHeaders`; the key scrubbed from every other value).
+ * and core's `ProviderFailure.sensitiveHeaders`; the key scrubbed from every other value).
  *
  * @internal
  */
@@ -225,7 +225,7 @@ export const readFailure = (
       status,
       code: error.code === undefined ? undefined : settings.scrub(error.code),
       type: error.type === undefined ? undefined : settings.scrub(error.type),
-      headers: redactHeaders(headers, [...redacted, ...secretHeaders], settings.scrub),
+      headers: redactHeaders(headers, redacted, settings.scrub),
       ...(detail !== undefined ? { detail: settings.scrub(detail) } : {}),
       ...(after !== undefined ? { retryAfter: after } : {}),
       ...(retry !== undefined ? { shouldRetry: retry } : {}),

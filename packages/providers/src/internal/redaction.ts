@@ -4,12 +4,13 @@
  *
  * Moved out of `internal/http.ts` when it was split by concept. The headers are redacted by name with
  * `@effect/platform`'s `Headers.redact` (the names of `Headers.currentRedactedNames`, which the platform itself hides
- * when it logs headers, plus `secretHeaders`) instead of a hand-written copy, and the key is still scrubbed from every
+ * when it logs headers, plus core's `ProviderFailure.sensitiveHeaders`) instead of a hand-written copy, and the key is still scrubbed from every
  * other value: a server may echo it in any header.
  *
  * @internal
  */
-import * as Headers from "@effect/platform/Headers"
+import type * as Headers from "@effect/platform/Headers"
+import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as Redacted from "effect/Redacted"
 
 /**
@@ -87,27 +88,9 @@ const revealed = (scrub: (text: string) => string, text: string): string | undef
 }
 
 /**
- * The headers redacted whatever `Headers.currentRedactedNames` holds: credentials (`authorization`,
- * `proxy-authorization`, `x-api-key`, Azure's `api-key`), cookies, and the OpenAI account identifiers. The same
- * names as `ProviderFailure.redactHeaders` in the core, which redacts them again when the failure is built.
- *
- * @internal
- */
-export const secretHeaders: ReadonlyArray<string> = [
-  "authorization",
-  "proxy-authorization",
-  "x-api-key",
-  "api-key",
-  "cookie",
-  "set-cookie",
-  "openai-organization",
-  "openai-project"
-]
-
-/**
  * The view of a response's headers an error keeps, as a plain record of strings (what `ProviderFailure` holds, prints
- * and serializes): a header named by `names` (see `secretHeaders`) is `<redacted>` (`Headers.redact` marks it
- * `Redacted`, and a `Redacted` is not a string), and every other value is scrubbed of the key.
+ * and serializes): core's `ProviderFailure.redactHeaders` (the one list of sensitive names, plus `names`, through
+ * `Headers.redact`), with every other value scrubbed of the key.
  *
  * @internal
  */
@@ -117,9 +100,6 @@ export const redactHeaders = (
   scrub: (text: string) => string
 ): Record<string, string> => {
   const out: Record<string, string> = {}
-  for (const [name, value] of Object.entries(Headers.redact(headers, names))) {
-    if (Redacted.isRedacted(value)) out[name] = marker
-    else if (typeof value === "string") out[name] = scrub(value)
-  }
+  for (const [name, value] of Object.entries(ProviderFailure.redactHeaders(headers, names))) out[name] = scrub(value)
   return out
 }

@@ -6,6 +6,8 @@
  *
  * @internal
  */
+import * as Headers from "@effect/platform/Headers"
+import * as Redacted from "effect/Redacted"
 import type * as Http from "node:http"
 import type * as RecordedRequest from "../RecordedRequest.js"
 import type * as SimulatorScript from "../SimulatorScript.js"
@@ -23,25 +25,24 @@ const zero = (): Record<SimulatorScript.Route, number> => ({
   subscription: 0
 })
 
-const secret = new Set(["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"])
+const secret = ["authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"]
 
 /**
- * Lower-cased headers with credentials redacted. An `authorization` value keeps its scheme (`Bearer <redacted>`)
- * so tests can check the scheme without seeing the key.
+ * Lower-cased headers with credentials redacted by `@effect/platform`'s `Headers.redact`. An `authorization` value
+ * keeps its scheme (`Bearer <redacted>`) so tests can check the scheme without seeing the key.
  *
  * @internal
  */
 export const redact = (headers: Http.IncomingHttpHeaders): Record<string, string> => {
   const out: Record<string, string> = {}
-  for (const [name, raw] of Object.entries(headers)) {
-    if (raw === undefined) continue
-    const value = Array.isArray(raw) ? raw.join(", ") : raw
-    const key = name.toLowerCase()
-    if (!secret.has(key)) out[key] = value
-    else {
-      const space = value.indexOf(" ")
-      out[key] = key.endsWith("authorization") && space > 0 ? `${value.slice(0, space)} <redacted>` : "<redacted>"
+  for (const [key, value] of Object.entries(Headers.redact(Headers.fromInput(headers), secret))) {
+    if (!Redacted.isRedacted(value)) {
+      out[key] = value
+      continue
     }
+    const original = Redacted.value(value)
+    const space = original.indexOf(" ")
+    out[key] = key.endsWith("authorization") && space > 0 ? `${original.slice(0, space)} <redacted>` : "<redacted>"
   }
   return out
 }
