@@ -10,7 +10,7 @@
  * | `user` message, its text parts | `{ role: "user", text }`, the parts joined by a blank line |
  * | `assistant` message, its text parts | `{ role: "assistant", text }`, the parts concatenated |
  * | `assistant` tool-call parts (not provider-executed) | that message's `toolCalls` (`id`, `name`, `arguments` = `params`) |
- * | `assistant` reasoning parts | dropped: a reprise message carries no reasoning, so none is sent back |
+ * | `assistant` reasoning parts | the message's `reasoning` ({@link reasoningParts}): the reprise parts in `options.reprise.parts` (what `generateText` puts in a reasoning part's `metadata.reprise`), else `@effect/ai-anthropic`'s `options.anthropic` (`{type: "thinking", signature}`, `{type: "redacted_thinking", redactedData}`) or `@effect/ai-openai`'s `options.openai` (`{itemId, encryptedContent}`); a part with none of them is dropped (its text alone cannot be sent back) |
  * | `tool` message, each tool-result part | `{ role: "tool", toolCallId, name, content, isError }`; `content` is the result itself when it is a string, else its JSON |
  * | file parts, provider-executed tool calls and results | refused with `AiError.MalformedInput`: no reprise protocol sends them |
  *
@@ -22,7 +22,7 @@
  * | `toolChoice: { tool }` | the tools, `toolChoice: { tool }`; a tool not offered is refused (`MalformedInput`) |
  * | `responseFormat: { type: "json", objectName, schema }` | `responseFormat: { type: "json", name, schema, description? }` |
  *
- * Provider options on messages and parts are ignored.
+ * Other provider options on messages and parts are ignored.
  *
  * @since 0.1.0
  */
@@ -31,8 +31,9 @@ import type * as LanguageModel from "@effect/ai/LanguageModel"
 import type * as Prompt from "@effect/ai/Prompt"
 import * as Tool from "@effect/ai/Tool"
 import type * as Generation from "@reprise/core/Generation"
-import type * as Message from "@reprise/core/Message"
+import * as Message from "@reprise/core/Message"
 import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 
 /**
  * What a request is made with, besides the prompt: the model and its token limit.
@@ -53,6 +54,51 @@ const toolResultContent = (result: unknown): string => {
   const json = JSON.stringify(result)
   // `undefined` (a handler that returned nothing) has no JSON text
   return json === undefined ? "null" : json
+}
+
+const isParts = Schema.is(Schema.Array(Message.ReasoningPart))
+
+const record = (u: unknown): Record<string, unknown> | undefined =>
+  typeof u === "object" && u !== null ? (u as Record<string, unknown>) : undefined
+
+/**
+ * The reprise reasoning parts an assistant `reasoning` part carries, in its options:
+ *
+ * - `options.reprise.parts`: reprise's own, protocol-tagged parts (what {@link ResponseMapping.fromReply} puts in
+ *   `metadata.reprise.parts`), taken whole;
+ * - else `options.anthropic` as `@effect/ai-anthropic` writes it: `{type: "thinking", signature}` (the part's text is
+ *   the thinking) or `{type: "redacted_thinking", redactedData}`;
+ * - else `options.openai` as `@effect/ai-openai` writes it: `{itemId, encryptedContent?}`, the part's text one summary
+ *   text ({@link toMessages} joins consecutive parts of one item, as `@effect/ai-openai` splits an item by summary);
+ * - else none: reasoning text without what its provider needs to verify it is not sent back.
+ *
+ * @since 0.1.0
+ * @category mapping
+ */
+export const reasoningParts = (part: Prompt.ReasoningPart): Array<Message.ReasoningPart> => {
+  const options = part.options as Record<string, unknown>
+  const reprise = record(options.reprise)?.parts
+  if (isParts(reprise)) return [...reprise]
+  const anthropic = record(options.anthropic)
+  if (anthropic?.type === "thinking" && typeof anthropic.signature === "string") {
+    return [{ protocol: "anthropic", kind: "thinking", text: part.text, signature: anthropic.signature }]
+  }
+  if (anthropic?.type === "redacted_thinking" && typeof anthropic.redactedData === "string") {
+    return [{ protocol: "anthropic", kind: "redacted", data: anthropic.redactedData }]
+  }
+  const openai = record(options.openai)
+  if (typeof openai?.itemId === "string") {
+    const summary = part.text.length > 0 ? [part.text] : []
+    const encrypted = openai.encryptedContent
+    return [{
+      protocol: "openai-responses",
+      kind: "reasoning",
+      id: openai.itemId,
+      summary,
+      ...(typeof encrypted === "string" ? { encryptedContent: encrypted } : {})
+    }]
+  }
+  return []
 }
 
 /**
@@ -86,13 +132,27 @@ export const toMessages = (
       case "assistant": {
         let text = ""
         const toolCalls: Array<Message.ToolCall> = []
+        const reasoning: Array<Message.ReasoningPart> = []
         for (const part of message.content) {
           switch (part.type) {
             case "text":
               text += part.text
               break
-            case "reasoning":
+            case "reasoning": {
+              for (const next of reasoningParts(part)) {
+                const last = reasoning[reasoning.length - 1]
+                // one Responses item split into parts by summary text (as `@effect/ai-openai` does) is one item again
+                if (last?.kind === "reasoning" && next.kind === "reasoning" && last.id === next.id) {
+                  const encryptedContent = last.encryptedContent ?? next.encryptedContent
+                  reasoning[reasoning.length - 1] = {
+                    ...last,
+                    summary: [...last.summary, ...next.summary],
+                    ...(encryptedContent !== undefined ? { encryptedContent } : {})
+                  }
+                } else reasoning.push(next)
+              }
               break
+            }
             case "tool-call":
               if (part.providerExecuted) {
                 return Either.left(
@@ -109,7 +169,11 @@ export const toMessages = (
               return Either.left(refuse(method, "an assistant message has a file part, which reprise cannot send"))
           }
         }
-        messages.push({ role: "assistant", text, toolCalls })
+        messages.push(
+          reasoning.length > 0
+            ? { role: "assistant", text, toolCalls, reasoning }
+            : { role: "assistant", text, toolCalls }
+        )
         break
       }
       case "tool": {

@@ -4,7 +4,7 @@
  *
  * | reprise | `Response` part (`generateText`) | `Response` parts (`streamText`) |
  * |---|---|---|
- * | `Reply.reasoning` / `ReasoningDelta` | `reasoning` | `reasoning-start`, `reasoning-delta`…, `reasoning-end` (at commit) |
+ * | `Reply.reasoning` / `ReasoningDelta` (`Reply.reasoningParts` in `metadata.reprise.parts`) | `reasoning` | `reasoning-start`, `reasoning-delta`…, `reasoning-end` (at commit) |
  * | `Reply.text` / `TextDelta` | `text` | `text-start`, `text-delta`…, `text-end` (at commit) |
  * | `ToolCallDelta` | — | `tool-params-start`, `tool-params-delta`…, `tool-params-end` (at commit) |
  * | `Reply.toolCalls` / `ToolCallComplete` | `tool-call` (`providerExecuted: false`) | `tool-call`, at commit only |
@@ -14,6 +14,12 @@
  * `content-filter`, `other` → `other`. Usage: `inputTokens`, `outputTokens` and their sum as `totalTokens`; all
  * `undefined` when the provider reported none. The finish part's `metadata.reprise` holds `attempts` (physical sends
  * of the reply), `providerFinishReason` and `protocol`.
+ *
+ * The reasoning part of `generateText` carries the reply's protocol-tagged reasoning parts (Anthropic thinking blocks
+ * with their signatures, redacted thinking, Responses reasoning items with their encrypted content) in
+ * `metadata.reprise.parts`; a prompt that gives them back in the part's `options.reprise.parts` sends them back
+ * (`PromptMapping.reasoningParts`). A reply with parts and no reasoning text (only redacted thinking) still has the
+ * part, with empty text.
  *
  * @since 0.1.0
  */
@@ -93,7 +99,10 @@ export const toolCallParts = (reply: Generation.Reply): Array<Response.ToolCallP
  */
 export const fromReply = (reply: Generation.Reply, protocol: string): Array<Response.PartEncoded> => {
   const parts: Array<Response.PartEncoded> = []
-  if (reply.reasoning.length > 0) parts.push({ type: "reasoning", text: reply.reasoning })
+  const reasoningParts = reply.reasoningParts ?? []
+  if (reasoningParts.length > 0) {
+    parts.push({ type: "reasoning", text: reply.reasoning, metadata: { reprise: { parts: reasoningParts } } })
+  } else if (reply.reasoning.length > 0) parts.push({ type: "reasoning", text: reply.reasoning })
   if (reply.text.length > 0) parts.push({ type: "text", text: reply.text })
   parts.push(...toolCallParts(reply))
   parts.push(finishPart(reply, protocol))

@@ -50,6 +50,9 @@ export interface Usage extends Schema.Schema.Type<typeof Usage> {}
  *
  * - `TextDelta`: a piece of the reply's text. The committed text is the concatenation of every `TextDelta`.
  * - `ReasoningDelta`: reasoning or thinking text; never part of the committed text.
+ * - `ReasoningComplete`: a reasoning block or item is complete, as its protocol must receive it back (an Anthropic
+ *   `thinking` block with its signature, a `redacted_thinking` block, a Responses `reasoning` item). Its text was
+ *   already surfaced by `ReasoningDelta`s; this carries what sending it back needs. Never text.
  * - `ToolCallDelta`: a fragment of a tool call's JSON arguments (for previews only).
  * - `ToolCallComplete`: a tool call whose arguments parsed at a complete JSON boundary.
  * - `Usage`: token counts.
@@ -61,6 +64,7 @@ export interface Usage extends Schema.Schema.Type<typeof Usage> {}
 export type GenerationEvent = Data.TaggedEnum<{
   TextDelta: { readonly text: string }
   ReasoningDelta: { readonly text: string }
+  ReasoningComplete: { readonly part: Message.ReasoningPart }
   ToolCallDelta: {
     readonly index: number
     readonly id: string | undefined
@@ -82,7 +86,7 @@ export const GenerationEvent = Data.taggedEnum<GenerationEvent>()
  * @since 0.1.0
  * @category constructors
  */
-export const { Finish, ReasoningDelta, TextDelta, ToolCallComplete, ToolCallDelta } = GenerationEvent
+export const { Finish, ReasoningComplete, ReasoningDelta, TextDelta, ToolCallComplete, ToolCallDelta } = GenerationEvent
 
 /**
  * @since 0.1.0
@@ -170,7 +174,13 @@ export interface GenerationRequest {
 export class Reply extends Data.Class<{
   /** The concatenation of every text part, in order, with nothing inserted. */
   readonly text: string
+  /** The concatenation of every reasoning delta: for display, never sent back. */
   readonly reasoning: string
+  /**
+   * The reasoning as its protocol must receive it back (`ReasoningComplete` events, in order): empty or absent on
+   * Chat Completions, and wherever the provider sent no block or item. {@link message} carries it.
+   */
+  readonly reasoningParts?: ReadonlyArray<Message.ReasoningPart> | undefined
   readonly toolCalls: ReadonlyArray<Message.ToolCall>
   readonly finishReason: FinishReason
   /** The provider's own finish reason (`end_turn`, `max_tokens`, `incomplete`, …). */
@@ -189,11 +199,14 @@ export class Reply extends Data.Class<{
   }
 
   /**
-   * The reply as an assistant message for the transcript.
+   * The reply as an assistant message for the transcript and the next request, with its reasoning parts when there
+   * are any (a reply without them gives a message without the `reasoning` field, as before).
    *
    * @since 0.1.0
    */
   get message(): Message.AssistantMessage {
-    return { role: "assistant", text: this.text, toolCalls: this.toolCalls }
+    return this.reasoningParts !== undefined && this.reasoningParts.length > 0
+      ? { role: "assistant", text: this.text, toolCalls: this.toolCalls, reasoning: this.reasoningParts }
+      : { role: "assistant", text: this.text, toolCalls: this.toolCalls }
   }
 }

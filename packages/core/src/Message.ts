@@ -25,6 +25,67 @@ export const ToolCall = Schema.Struct({
 export interface ToolCall extends Schema.Schema.Type<typeof ToolCall> {}
 
 /**
+ * An Anthropic `thinking` block as the model produced it: its thinking text and the `signature` that lets Anthropic
+ * verify the block when it is sent back (required, unchanged, for the last assistant turn when extended thinking is
+ * used with tools).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const AnthropicThinking = Schema.Struct({
+  protocol: Schema.Literal("anthropic"),
+  kind: Schema.Literal("thinking"),
+  text: Schema.String,
+  signature: Schema.String
+}).annotations({ identifier: "AnthropicThinking" })
+
+/**
+ * An Anthropic `redacted_thinking` block: thinking that Anthropic's safety systems encrypted, as the opaque `data`
+ * to send back unchanged.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const AnthropicRedactedThinking = Schema.Struct({
+  protocol: Schema.Literal("anthropic"),
+  kind: Schema.Literal("redacted"),
+  data: Schema.String
+}).annotations({ identifier: "AnthropicRedactedThinking" })
+
+/**
+ * A Responses `reasoning` output item (`openai-responses`, or the `subscription` backend that produced it): its item
+ * `id`, its summary texts in order and, when the server sent it, its `encrypted_content` (what a stateless request,
+ * `store: false`, needs to send the reasoning back).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ResponsesReasoning = Schema.Struct({
+  protocol: Schema.Literal("openai-responses", "subscription"),
+  kind: Schema.Literal("reasoning"),
+  id: Schema.String,
+  summary: Schema.Array(Schema.String),
+  encryptedContent: Schema.optional(Schema.String)
+}).annotations({ identifier: "ResponsesReasoning" })
+
+/**
+ * One piece of a reply's reasoning as its protocol must receive it back, tagged with that protocol: signatures,
+ * item ids and encrypted content are bound to the provider that issued them, so a protocol sends back only its own
+ * parts and drops the others. Chat Completions has no reasoning input and has no part.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const ReasoningPart = Schema.Union(AnthropicThinking, AnthropicRedactedThinking, ResponsesReasoning)
+  .annotations({ identifier: "ReasoningPart" })
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type ReasoningPart = typeof ReasoningPart.Type
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -43,7 +104,9 @@ export const UserMessage = Schema.Struct({
 })
 
 /**
- * A committed assistant reply: its text and the tool calls it asked for.
+ * A committed assistant reply: its text, the tool calls it asked for and, when its protocol carries reasoning back,
+ * its {@link ReasoningPart}s in the order they came. `reasoning` is optional: a message without it (every transcript
+ * written before it existed) decodes as before and sends no reasoning. Reasoning is never part of `text`.
  *
  * @since 0.1.0
  * @category models
@@ -51,7 +114,8 @@ export const UserMessage = Schema.Struct({
 export const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
   text: Schema.String,
-  toolCalls: Schema.Array(ToolCall)
+  toolCalls: Schema.Array(ToolCall),
+  reasoning: Schema.optional(Schema.Array(ReasoningPart))
 })
 
 /**
@@ -137,6 +201,17 @@ export const toolResult = (options: {
   isError: options.isError ?? false
 })
 
+const reasoningSize = (part: ReasoningPart): number => {
+  switch (part.kind) {
+    case "thinking":
+      return part.text.length + part.signature.length
+    case "redacted":
+      return part.data.length
+    case "reasoning":
+      return part.summary.reduce((n, text) => n + text.length, 0) + (part.encryptedContent?.length ?? 0)
+  }
+}
+
 /**
  * The size of a message in characters, as sent to a provider. {@link Overflow} uses it to check that a smaller
  * context view really is smaller.
@@ -151,7 +226,8 @@ export const size = (message: Message): number => {
       return message.text.length
     case "assistant":
       return message.text.length +
-        message.toolCalls.reduce((n, call) => n + call.name.length + JSON.stringify(call.arguments ?? null).length, 0)
+        message.toolCalls.reduce((n, call) => n + call.name.length + JSON.stringify(call.arguments ?? null).length, 0) +
+        (message.reasoning ?? []).reduce((n, part) => n + reasoningSize(part), 0)
     case "tool":
       return message.content.length + message.name.length
   }

@@ -369,6 +369,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         const reply = new Generation.Reply({
           text: acc.text,
           reasoning: acc.reasoning,
+          reasoningParts: acc.reasoningParts,
           toolCalls: acc.toolCalls,
           finishReason: finish.reason,
           providerFinishReason: finish.providerReason,

@@ -9,6 +9,12 @@
  *   given whole) nested deeper than `ProviderOptions.maxNestingDepth` fails the stream at once with a permanent
  *   `MalformedStream`.
  * - `server_tool_use` blocks and server-side tool results are not tool calls and not text; `thinking` is reasoning.
+ *   Each `thinking` block (its text and the `signature` of its `signature_delta`) and each `redacted_thinking` block
+ *   (its `data`) is also emitted whole at its `content_block_stop` as a `ReasoningComplete`, so that the reply's
+ *   message carries it; a `thinking` block without a signature (some compatible servers) is reasoning text only.
+ * - An assistant message's `anthropic` reasoning parts are sent back first in its turn, unchanged and in order, as
+ *   `thinking` / `redacted_thinking` blocks (Anthropic requires them for the last assistant turn when extended
+ *   thinking is used with tools); parts of another protocol are dropped: signatures are bound to Anthropic.
  * - An `error` event is classified by its type (`overloaded_error`, `api_error`, `rate_limit_error` are transient).
  * - The request's `toolChoice` is `tool_choice` (`"required"` is `{type: "any"}`; sent only with tools, and
  *   `"none"` keeps the tools in the request). A `responseFormat` is asked for in words, at the end of the system
@@ -82,7 +88,9 @@ const Block = Schema.Struct({
   name: optional(Schema.Unknown),
   input: optional(Schema.Unknown),
   text: optional(Schema.Unknown),
-  thinking: optional(Schema.Unknown)
+  thinking: optional(Schema.Unknown),
+  signature: optional(Schema.Unknown),
+  data: optional(Schema.Unknown)
 })
 
 /**
@@ -104,6 +112,7 @@ export const MessagesEvent = Schema.Struct({
     type: optional(nullable(Schema.String)),
     text: optional(Schema.Unknown),
     thinking: optional(Schema.Unknown),
+    signature: optional(Schema.Unknown),
     partial_json: optional(Schema.Unknown),
     stop_reason: optional(nullable(Schema.String))
   }))),
@@ -172,8 +181,32 @@ export const formatInstruction = (format: Generation.ResponseFormat): string =>
   ` and nothing else (no prose, no code fence). It must match this JSON Schema: ${JSON.stringify(format.schema)}`
 
 /**
+ * An assistant message's reasoning as Messages content blocks, to go first in its turn: its `anthropic` parts,
+ * unchanged and in order (`{type: "thinking", thinking, signature}`, `{type: "redacted_thinking", data}`). Parts of
+ * another protocol are dropped: a signature or an encrypted item is only valid where it was issued.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const reasoningBlocks = (
+  reasoning: ReadonlyArray<Message.ReasoningPart> | undefined
+): Array<Record<string, unknown>> => {
+  const blocks: Array<Record<string, unknown>> = []
+  for (const part of reasoning ?? []) {
+    if (part.protocol !== "anthropic") continue
+    blocks.push(
+      part.kind === "thinking"
+        ? { type: "thinking", thinking: part.text, signature: part.signature }
+        : { type: "redacted_thinking", data: part.data }
+    )
+  }
+  return blocks
+}
+
+/**
  * The JSON body of a request: `model`, `max_tokens`, `system` (the request's system text, any system messages, then
- * the {@link formatInstruction} of a `responseFormat`), `messages` (tool results as `tool_result` blocks of a user
+ * the {@link formatInstruction} of a `responseFormat`), `messages` (an assistant turn's {@link reasoningBlocks} first,
+ * then its text and `tool_use` blocks; tool results as `tool_result` blocks of a user
  * turn, consecutive turns of one role merged), `tools`, `tool_choice` ({@link toolChoice}, only with tools) and
  * `stream: true`. A request without `toolChoice` and `responseFormat` has no `tool_choice` and no instruction.
  *
@@ -204,6 +237,7 @@ export const requestBody = (
         break
       case "assistant":
         push("assistant", [
+          ...reasoningBlocks(m.reasoning),
           ...(m.text.length > 0 ? [{ type: "text", text: m.text }] : []),
           ...m.toolCalls.map((call) => ({
             type: "tool_use",
@@ -240,6 +274,14 @@ export const requestBody = (
 
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
 
+/** A `thinking` or `redacted_thinking` block being read, until its `content_block_stop`. */
+interface ThinkingBlock {
+  readonly redacted: boolean
+  text: string
+  signature: string
+  readonly data: string
+}
+
 interface ToolBlock {
   readonly ordinal: number
   readonly id: string
@@ -258,6 +300,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       : Either.map(decodeEvent(event), (e) => e.type === "ping" ? Option.none() : Option.some(e))
 
   const tools = new Map<number, ToolBlock>()
+  const thinking = new Map<number, ThinkingBlock>()
   let ordinal = 0
   let stopReason: string | undefined
   let inputTokens: number | undefined
@@ -294,6 +337,17 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
     )
   }
 
+  /** The complete reasoning part of a thinking block, when it has what sending it back needs. */
+  const closeThinking = (block: ThinkingBlock, out: Array<Generation.GenerationEvent>) => {
+    if (block.redacted) {
+      out.push(Generation.ReasoningComplete({ part: { protocol, kind: "redacted", data: block.data } }))
+    } else if (block.signature.length > 0) {
+      out.push(Generation.ReasoningComplete({
+        part: { protocol, kind: "thinking", text: block.text, signature: block.signature }
+      }))
+    }
+  }
+
   const startBlock = (
     index: number | undefined,
     block: typeof Block.Type,
@@ -308,6 +362,22 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       case "thinking": {
         const text = str(block.thinking)
         if (text !== undefined && text.length > 0) out.push(Generation.ReasoningDelta({ text }))
+        const started: ThinkingBlock = {
+          redacted: false,
+          text: text ?? "",
+          signature: str(block.signature) ?? "",
+          data: ""
+        }
+        if (index !== undefined) thinking.set(index, started)
+        else closeThinking(started, out)
+        return undefined
+      }
+      case "redacted_thinking": {
+        const data = str(block.data)
+        if (data === undefined) return undefined
+        const started: ThinkingBlock = { redacted: true, text: "", signature: "", data }
+        if (index !== undefined) thinking.set(index, started)
+        else closeThinking(started, out)
         return undefined
       }
       case "tool_use": {
@@ -363,7 +433,15 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
           if (text !== undefined && text.length > 0) out.push(Generation.TextDelta({ text }))
         } else if (delta.type === "thinking_delta") {
           const text = str(delta.thinking)
-          if (text !== undefined && text.length > 0) out.push(Generation.ReasoningDelta({ text }))
+          if (text !== undefined && text.length > 0) {
+            out.push(Generation.ReasoningDelta({ text }))
+            const block = event.index === undefined || event.index === null ? undefined : thinking.get(event.index)
+            if (block !== undefined && !block.redacted) block.text += text
+          }
+        } else if (delta.type === "signature_delta") {
+          const signature = str(delta.signature)
+          const block = event.index === undefined || event.index === null ? undefined : thinking.get(event.index)
+          if (signature !== undefined && block !== undefined && !block.redacted) block.signature += signature
         } else if (delta.type === "input_json_delta") {
           const tool = event.index === undefined || event.index === null ? undefined : tools.get(event.index)
           const json = str(delta.partial_json) ?? ""
@@ -378,6 +456,12 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         break
       }
       case "content_block_stop": {
+        const block = event.index === undefined || event.index === null ? undefined : thinking.get(event.index)
+        if (block !== undefined) {
+          thinking.delete(event.index!)
+          closeThinking(block, out)
+          break
+        }
         const tool = event.index === undefined || event.index === null ? undefined : tools.get(event.index)
         if (tool === undefined || tool.closed) break
         const closed = close(tool)
@@ -391,6 +475,9 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         break
       }
       case "message_stop": {
+        // a block whose `content_block_stop` never came is complete at the message's end
+        for (const index of [...thinking.keys()].sort((a, b) => a - b)) closeThinking(thinking.get(index)!, out)
+        thinking.clear()
         for (const tool of [...tools.values()].sort((a, b) => a.ordinal - b.ordinal)) {
           if (tool.closed) continue
           const closed = close(tool)

@@ -9,6 +9,9 @@
  *   arguments are not complete JSON then fails the stream with `TruncatedToolArguments` (nested deeper than
  *   `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream`) and is never emitted.
  * - An `{"error": {...}}` chunk is an in-band error classified by its code and type.
+ * - `reasoning_content` / `reasoning` deltas are `ReasoningDelta`s, for display only: Chat Completions has no
+ *   reasoning input, and providers that stream it (DeepSeek) ask not to send it back, so an assistant message's
+ *   `reasoning` parts are never sent and no `ReasoningComplete` is emitted.
  * - Capability fallback: when the model rejects `max_tokens` as unsupported, the request is sent once more with
  *   `max_completion_tokens`; when it rejects `stream_options`, once more without it. `tool_choice` and
  *   `response_format` have no fallback: a server that rejects them fails the request (`BadRequest`), since a resend

@@ -10,6 +10,10 @@
  *   terminal's `response.output` decides the reply's calls (the streamed items when it lists none). Arguments that
  *   are not complete JSON fail the stream with `TruncatedToolArguments`; the call is never emitted.
  * - Hosted tools (`mcp_call`, `shell_call`, `code_interpreter_call`, …) are neither tool calls nor text.
+ * - Each `reasoning` output item is emitted whole at its `response.output_item.done` as a `ReasoningComplete` (its
+ *   id, summary texts and `encrypted_content` when the server sent it), and so are the terminal output's reasoning
+ *   items that were not streamed. An assistant message's reasoning parts of this protocol go back as `reasoning`
+ *   input items before its message and `function_call` items ({@link reasoningItems}).
  * - `[DONE]` is not a terminal here (see `Subscription`, the variant that accepts it: {@link makeVariant}).
  * - Capability fallback: when the model rejects `max_output_tokens` as unsupported, the request is sent once more
  *   without it (never without `tool_choice` or `text`: that would not be what was asked for).
@@ -95,15 +99,29 @@ export const FunctionCallItem = Schema.Struct({
 }).annotations({ identifier: "FunctionCallItem" })
 
 /**
- * An output item: a `function_call` ({@link FunctionCallItem}), or any other kind (a message, reasoning, a hosted
- * tool's call or output), of which only the `type` is read.
+ * A `reasoning` output item: its id, its summary texts and, when asked for (`include:
+ * ["reasoning.encrypted_content"]`), its encrypted content. Its `content` (reasoning text) is streamed as deltas and
+ * not read here.
  *
  * @since 0.1.0
  * @category schemas
  */
-export const OutputItem = byType([FunctionCallItem], Schema.Struct({ type: Schema.String })).annotations({
-  identifier: "OutputItem"
-})
+export const ReasoningItem = Schema.Struct({
+  type: Schema.Literal("reasoning"),
+  id: NullableString,
+  summary: optional(nullable(Schema.Array(Schema.Struct({ text: NullableString })))),
+  encrypted_content: NullableString
+}).annotations({ identifier: "ReasoningItem" })
+
+/**
+ * An output item: a `function_call` ({@link FunctionCallItem}), a `reasoning` item ({@link ReasoningItem}), or any
+ * other kind (a message, a hosted tool's call or output), of which only the `type` is read.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const OutputItem = byType([FunctionCallItem, ReasoningItem], Schema.Struct({ type: Schema.String }))
+  .annotations({ identifier: "OutputItem" })
 
 /**
  * @since 0.1.0
@@ -112,6 +130,8 @@ export const OutputItem = byType([FunctionCallItem], Schema.Struct({ type: Schem
 export type OutputItem = typeof OutputItem.Type
 
 const isFunctionCall = (item: OutputItem): item is typeof FunctionCallItem.Type => item.type === "function_call"
+
+const isReasoning = (item: OutputItem): item is typeof ReasoningItem.Type => item.type === "reasoning"
 
 /**
  * The Responses object that `response.*` events carry: its status, output items, usage, and why it is incomplete or
@@ -332,15 +352,48 @@ export const textFormat = (format: Generation.ResponseFormat): unknown => ({
 })
 
 /**
+ * An assistant message's reasoning as Responses input items, to go before its message and `function_call` items:
+ * its parts of `protocol` (`openai-responses` or `subscription`, the backend that issued them), in order, as
+ * `{type: "reasoning", id, summary: [{type: "summary_text", text}], encrypted_content?}`. Parts of another protocol
+ * are dropped (an item id or encrypted content is only valid where it was issued); on `subscription`, which stores
+ * nothing (`store: false`), so is a part without encrypted content, whose id alone the server cannot resolve. A
+ * message with neither text nor tool calls sends none: a reasoning item must be followed by the output it led to.
+ *
+ * @since 0.1.0
+ * @category request
+ */
+export const reasoningItems = (
+  message: Message.AssistantMessage,
+  protocol: Variant["protocol"] = "openai-responses"
+): Array<Record<string, unknown>> => {
+  const items: Array<Record<string, unknown>> = []
+  if (message.text.length === 0 && message.toolCalls.length === 0) return items
+  for (const part of message.reasoning ?? []) {
+    if (part.protocol !== protocol || part.kind !== "reasoning") continue
+    if (protocol === "subscription" && part.encryptedContent === undefined) continue
+    items.push({
+      type: "reasoning",
+      id: part.id,
+      summary: part.summary.map((text) => ({ type: "summary_text", text })),
+      ...(part.encryptedContent !== undefined ? { encrypted_content: part.encryptedContent } : {})
+    })
+  }
+  return items
+}
+
+/**
  * The JSON body of a request: `model`, `instructions` (the system text), `input` (messages, `function_call` and
- * `function_call_output` items), `tools`, `tool_choice` ({@link toolChoice}, only with tools), `text`
+ * `function_call_output` items, an assistant message's {@link reasoningItems} first), `tools`, `tool_choice` ({@link toolChoice}, only with tools), `text`
  * ({@link textFormat}, for a `responseFormat`), `max_output_tokens` and `stream: true`. A request without
  * `toolChoice` and `responseFormat` has neither field.
  *
  * @since 0.1.0
  * @category request
  */
-export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => {
+export const requestBody = (
+  request: Generation.GenerationRequest,
+  protocol: Variant["protocol"] = "openai-responses"
+): Record<string, unknown> => {
   const choice = RequestChecks.toolChoice(request)
   const input: Array<Record<string, unknown>> = []
   for (const m of request.messages as ReadonlyArray<Message.Message>) {
@@ -350,6 +403,7 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
         input.push({ role: m.role, content: m.text })
         break
       case "assistant":
+        input.push(...reasoningItems(m, protocol))
         if (m.text.length > 0) input.push({ role: "assistant", content: m.text })
         for (const call of m.toolCalls) {
           input.push({
@@ -447,6 +501,8 @@ const decoder = (
       )
 
   const calls = new Map<string, StreamedCall>()
+  // reasoning items already emitted, by id: the terminal's output repeats them
+  const reasoned = new Set<string>()
   let ordinal = 0
   let finished = false
 
@@ -495,12 +551,32 @@ const decoder = (
     return listed.length > 0 ? listed : streamed
   }
 
+  const reasoningComplete = (item: typeof ReasoningItem.Type, out: Array<Generation.GenerationEvent>) => {
+    const id = item.id ?? undefined
+    if (id === undefined || reasoned.has(id)) return
+    reasoned.add(id)
+    const encrypted = item.encrypted_content ?? undefined
+    out.push(Generation.ReasoningComplete({
+      part: {
+        protocol,
+        kind: "reasoning",
+        id,
+        summary: (item.summary ?? []).flatMap((s) => (typeof s.text === "string" ? [s.text] : [])),
+        ...(encrypted !== undefined ? { encryptedContent: encrypted } : {})
+      }
+    }))
+  }
+
   const terminal = (
     response: typeof Response.Type | null | undefined,
     status: string
   ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> =>
-    Either.map(completeCalls(reconcile(response?.output)), (complete) => {
+    Either.map(completeCalls(reconcile(response?.output)), (calls) => {
       finished = true
+      const complete: Array<Generation.GenerationEvent> = []
+      for (const item of response?.output ?? []) if (isReasoning(item)) reasoningComplete(item, complete)
+      const hasCalls = calls.length > 0
+      complete.push(...calls)
       const usage = response?.usage !== undefined && response?.usage !== null
         ? { inputTokens: response.usage.input_tokens ?? 0, outputTokens: response.usage.output_tokens ?? 0 }
         : undefined
@@ -511,7 +587,7 @@ const decoder = (
           ...Internal.finishEvents(usage, reason === "content_filter" ? "content_filter" : "length", reason ?? status)
         ]
       }
-      return [...complete, ...Internal.finishEvents(usage, complete.length > 0 ? "tool_calls" : "stop", status)]
+      return [...complete, ...Internal.finishEvents(usage, hasCalls ? "tool_calls" : "stop", status)]
     })
 
   const step = (
@@ -543,6 +619,11 @@ const decoder = (
       case "response.output_item.added":
       case "response.output_item.done": {
         const item = event.item
+        if (item !== undefined && item !== null && isReasoning(item) && event.type === "response.output_item.done") {
+          const out: Array<Generation.GenerationEvent> = []
+          reasoningComplete(item, out)
+          return Either.right(out)
+        }
         if (item === undefined || item === null || !isFunctionCall(item)) return Either.right([])
         const itemId = item.id ?? `item_${event.output_index ?? 0}`
         let call = calls.get(itemId)

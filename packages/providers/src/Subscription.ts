@@ -6,7 +6,11 @@
  * Everything of `OpenAiResponses` holds, plus: `[DONE]` is accepted as a terminal. The withheld function calls are
  * then reconciled with the streamed items (there is no terminal output to compare with), and the finish reason is
  * `tool_calls` when there are calls, `stop` otherwise, with provider reason `[DONE]`. The request is sent with
- * `store: false`, which these backends require; its `tool_choice` and `text.format` (for a `toolChoice` and a
+ * `store: false`, which these backends require. With nothing stored, a reasoning item can go back only with its
+ * `encrypted_content`: an item the backend sent with it is sent back, one without it is not (its id alone could not be
+ * resolved; see `OpenAiResponses.reasoningItems`). `include: ["reasoning.encrypted_content"]` is not sent: models
+ * without reasoning refuse it ("Encrypted content is not supported with this model"). Reasoning parts are tagged
+ * `subscription` and go back only to this protocol. Its `tool_choice` and `text.format` (for a `toolChoice` and a
  * `responseFormat`) are those of `OpenAiResponses`.
  *
  * A variant of `OpenAiResponses` (`OpenAiResponses.makeVariant`): the state machine and the event schemas are that
@@ -37,13 +41,14 @@ export const protocol = "subscription" as const
 export interface Options extends ProviderOptions.Options {}
 
 /**
- * The Responses body (`tool_choice` and `text.format` included) with `store: false`.
+ * The Responses body (`tool_choice` and `text.format` included; the `subscription` reasoning parts of assistant
+ * messages as `reasoning` items) with `store: false`.
  *
  * @since 0.1.0
  * @category request
  */
 export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => ({
-  ...OpenAiResponses.requestBody(request),
+  ...OpenAiResponses.requestBody(request, protocol),
   store: false
 })
 

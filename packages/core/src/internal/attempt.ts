@@ -10,6 +10,7 @@ import type * as Message from "../Message.js"
 export class Accumulator {
   text = ""
   reasoning = ""
+  readonly reasoningParts: Array<Message.ReasoningPart> = []
   readonly toolCalls: Array<Message.ToolCall> = []
   usage: Generation.Usage | undefined = undefined
   finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined = undefined
@@ -38,6 +39,10 @@ export class Accumulator {
       case "ReasoningDelta":
         if (!this.surfacing) return false
         this.reasoning += event.text
+        return true
+      case "ReasoningComplete":
+        if (!this.surfacing) return false
+        this.reasoningParts.push(event.part)
         return true
       case "ToolCallDelta":
         return this.surfacing
