@@ -75,7 +75,7 @@ const record = (u: unknown): Record<string, unknown> | undefined =>
  * @since 0.1.0
  * @category mapping
  */
-export const reasoningParts = (part: Prompt.ReasoningPart): Array<Message.ReasoningPart> => {
+export const reasoningParts = (part: Prompt.ReasoningPart, recall?: Recall): Array<Message.ReasoningPart> => {
   const options = part.options as Record<string, unknown>
   const reprise = record(options.reprise)?.parts
   if (isParts(reprise)) return [...reprise]
@@ -98,8 +98,19 @@ export const reasoningParts = (part: Prompt.ReasoningPart): Array<Message.Reason
       ...(typeof encrypted === "string" ? { encryptedContent: encrypted } : {})
     }]
   }
-  return []
+  return recall === undefined || part.text.length === 0 ? [] : [...(recall(part.text) ?? [])]
 }
+
+/**
+ * The reasoning parts of a reply this model committed, by the reply's reasoning text: what a `reasoning` part with
+ * no options can still be sent back with. `@effect/ai`'s `Chat` keeps a reply's reasoning text in its history but
+ * not the part's metadata (`Prompt.fromResponseParts`), so without it a signed thinking block or an encrypted item
+ * would be lost on the next turn.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Recall = (text: string) => ReadonlyArray<Message.ReasoningPart> | undefined
 
 /**
  * The reprise messages of a `Prompt`, or a `MalformedInput` naming the first part no protocol can send.
@@ -109,7 +120,8 @@ export const reasoningParts = (part: Prompt.ReasoningPart): Array<Message.Reason
  */
 export const toMessages = (
   prompt: Prompt.Prompt,
-  method = "generateText"
+  method = "generateText",
+  recall?: Recall
 ): Either.Either<Array<Message.Message>, AiError.MalformedInput> => {
   const messages: Array<Message.Message> = []
   for (const message of prompt.content) {
@@ -139,7 +151,7 @@ export const toMessages = (
               text += part.text
               break
             case "reasoning": {
-              for (const next of reasoningParts(part)) {
+              for (const next of reasoningParts(part, recall)) {
                 const last = reasoning[reasoning.length - 1]
                 // one Responses item split into parts by summary text (as `@effect/ai-openai` does) is one item again
                 if (last?.kind === "reasoning" && next.kind === "reasoning" && last.id === next.id) {
@@ -307,10 +319,11 @@ export const toToolChoice = (
 export const toRequest = (
   options: LanguageModel.ProviderOptions,
   settings: RequestSettings,
-  method = "generateText"
+  method = "generateText",
+  recall?: Recall
 ): Either.Either<Generation.GenerationRequest, AiError.MalformedInput> =>
   Either.gen(function*() {
-    const messages = yield* toMessages(options.prompt, method)
+    const messages = yield* toMessages(options.prompt, method, recall)
     const choice = options.toolChoice
     // `@effect/ai` has narrowed the tools to a `oneOf` already; narrowing again keeps this true for any caller
     const offered = typeof choice === "object" && "oneOf" in choice

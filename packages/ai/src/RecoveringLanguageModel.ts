@@ -21,6 +21,8 @@ import type * as Response from "@effect/ai/Response"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Budget from "@reprise/core/Budget"
 import * as Classification from "@reprise/core/Classification"
+import type * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
 import * as Overflow from "@reprise/core/Overflow"
 import * as Policy from "@reprise/core/Policy"
 import * as Provider from "@reprise/core/Provider"
@@ -42,6 +44,9 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import { AttemptParts } from "./internal/attemptParts.js"
+
+/** How many committed replies' reasoning parts a model remembers for `Chat` histories (see `PromptMapping.Recall`). */
+const maxRemembered = 256
 import * as PromptMapping from "./PromptMapping.js"
 import * as RecoveryAiError from "./RecoveryAiError.js"
 import * as ResponseMapping from "./ResponseMapping.js"
@@ -160,6 +165,17 @@ const build = (
   const provideStream = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E> =>
     Stream.mapInputContext(stream, contextFor as (caller: Context.Context<never>) => Context.Context<R>)
   const settings: PromptMapping.RequestSettings = { model: options.model, maxTokens: options.maxTokens }
+  // The reasoning parts of the replies committed here, by their reasoning text, for a `Chat` whose history kept the
+  // text but not the parts (see `PromptMapping.Recall`). Bounded: the oldest entries go first.
+  const remembered = new Map<string, ReadonlyArray<Message.ReasoningPart>>()
+  const remember = (reply: Generation.Reply): void => {
+    const parts = reply.reasoningParts
+    if (parts === undefined || parts.length === 0 || reply.reasoning.length === 0) return
+    remembered.delete(reply.reasoning)
+    remembered.set(reply.reasoning, parts)
+    if (remembered.size > maxRemembered) remembered.delete(remembered.keys().next().value!)
+  }
+  const recall: PromptMapping.Recall = (text) => remembered.get(text)
   const origin = (method: string, attempts: number): RecoveryAiError.Origin => ({ ...endpoint, method, attempts })
 
   const generateText = (
@@ -167,7 +183,7 @@ const build = (
   ): Effect.Effect<Array<Response.PartEncoded>, AiError.AiError> =>
     provide(Effect.gen(function*() {
       const method = providerOptions.responseFormat.type === "json" ? "generateObject" : "generateText"
-      const request = yield* PromptMapping.toRequest(providerOptions, settings, method)
+      const request = yield* PromptMapping.toRequest(providerOptions, settings, method, recall)
       const app = yield* RecoveryNotifications.RecoveryNotifications
       let attempts = 0
       const counting: RecoveryNotifications.Service = {
@@ -180,6 +196,7 @@ const build = (
         Effect.provideService(RecoveryNotifications.RecoveryNotifications, counting),
         Effect.mapError((error) => RecoveryAiError.fromRecoveryError(error, origin(method, attempts)))
       )
+      remember(reply)
       return ResponseMapping.fromReply(reply, provider.protocol)
     }))
 
@@ -187,7 +204,7 @@ const build = (
     providerOptions: LanguageModel.ProviderOptions
   ): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> =>
     provideStream(Stream.unwrapScoped(Effect.gen(function*() {
-      const request = yield* PromptMapping.toRequest(providerOptions, settings, "streamText")
+      const request = yield* PromptMapping.toRequest(providerOptions, settings, "streamText", recall)
       const hold = holdChars(yield* CurrentPreviews)
       const app = yield* RecoveryNotifications.RecoveryNotifications
       const bound = app !== unbound
@@ -233,6 +250,7 @@ const build = (
             return offer(told(n))
           }
           case "Committed":
+            remember(n.reply)
             return offer([...parts(current?.commit(n.reply, provider.protocol) ?? []), ...told(n)])
           default:
             return offer(told(n))
