@@ -31,8 +31,8 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import { Stream as OpenAiStream } from "openai/streaming"
-import { feedLines } from "../../packages/providers/dist/internal/sse.js"
 import { type Corpus, type Protocol, response } from "./corpus.js"
+import { feedLines } from "./lineFeed.js"
 
 export interface Decoded {
   readonly textLength: number

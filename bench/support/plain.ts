@@ -7,7 +7,7 @@ import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as Schema from "effect/Schema"
 import { createParser } from "eventsource-parser"
 import { request } from "undici"
-import { feedLines } from "../../packages/providers/dist/internal/sse.js"
+import { feedLines } from "./lineFeed.js"
 
 type Json = Record<string, any>
 

@@ -22,7 +22,6 @@
  *
  * @since 0.1.0
  */
-import type * as Sse from "@effect/experimental/Sse"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
@@ -294,7 +293,7 @@ interface ToolBlock {
 
 const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeEvent = SseInternal.jsonDecoder(MessagesEvent, settings)
-  const decode: SseInternal.Decode<MessagesEvent> = (event: Sse.Event) =>
+  const decode: SseInternal.Decode<MessagesEvent> = (event: SseInternal.Event) =>
     event.event === "ping"
       ? Either.right(Option.none())
       : Either.map(decodeEvent(event), (e) => e.type === "ping" ? Option.none() : Option.some(e))

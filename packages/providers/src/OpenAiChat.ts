@@ -22,7 +22,6 @@
  *
  * @since 0.1.0
  */
-import type * as Sse from "@effect/experimental/Sse"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
@@ -229,7 +228,7 @@ type ChatEvent = { readonly _tag: "Chunk"; readonly chunk: ChatChunk } | { reado
 
 const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeChunk = SseInternal.jsonDecoder(ChatChunk, settings)
-  const decode: SseInternal.Decode<ChatEvent> = (event: Sse.Event) =>
+  const decode: SseInternal.Decode<ChatEvent> = (event: SseInternal.Event) =>
     event.data.trim() === "[DONE]"
       ? Either.right(Option.some<ChatEvent>({ _tag: "Done" }))
       : Either.map(decodeChunk(event), (chunk) => Option.some<ChatEvent>({ _tag: "Chunk", chunk }))

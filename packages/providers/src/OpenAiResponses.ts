@@ -33,7 +33,6 @@
  *
  * @since 0.1.0
  */
-import type * as Sse from "@effect/experimental/Sse"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
@@ -487,7 +486,7 @@ const decoder = (
 ) => {
   const decodeEvent = SseInternal.jsonDecoder(ResponsesEvent, settings)
   // A `keepalive` event (sent during long server-side work) is not progress, like an SSE comment or a `ping`.
-  const decode: SseInternal.Decode<Event> = (event: Sse.Event) =>
+  const decode: SseInternal.Decode<Event> = (event: SseInternal.Event) =>
     event.data.trim() === "[DONE]"
       ? Either.right(Option.some(done))
       : Either.map(

@@ -1,13 +1,12 @@
 /**
  * The body pipeline every protocol shares: `response.stream → the reply size bound (maxReplyBytes) → UTF-8 decoding
- * line by line → the SSE parser of @effect/experimental (`Sse.makeParser`, with `maxEventSize`) → JSON.parse →
- * Schema.decodeUnknownEither(Event)`, the idle timeout over events that make progress, and the runner of a protocol's
+ * of each read (streaming) → the SSE parser of `eventsource-parser` (`createParser`, its `maxBufferSize` set to
+ * `maxEventSize`) → JSON.parse → Schema.decodeUnknownEither(Event)`, the idle timeout over events that make progress, and the runner of a protocol's
  * state machine with terminal enforcement. Parsing, decoding and stepping the events of one read are one synchronous
  * pass.
  *
  * @internal
  */
-import * as Sse from "@effect/experimental/Sse"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as Generation from "@reprise/core/Generation"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
@@ -23,6 +22,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import { createParser } from "eventsource-parser"
 import * as ProviderOptions from "../ProviderOptions.js"
 import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
@@ -55,41 +55,57 @@ const within = (reads: Iterable<Uint8Array>, allowed: number): Array<Uint8Array>
 }
 
 /**
- * Decodes the bytes of one read and feeds them to the SSE parser one line at a time; says whether the parser
- * overflowed `maxEventSize`.
- *
- * Each line is decoded on its own (a `\n` byte never occurs inside a multi-byte UTF-8 sequence, and `decoder` runs in
- * streaming mode, so a character cut between two reads is still decoded whole). Two costs of the parser of
- * `@effect/experimental/Sse` are avoided this way (see `docs/performance.md`):
- * - it rescans its buffer from the start for every line it reads, which is quadratic in the size of what it is fed;
- *   line-sized input makes it linear;
- * - it reads its input one character at a time, and that is about twice as slow on a slice of a larger string as on a
- *   flat string. A line decoded from its own bytes is flat.
- *
- * The events are the same as for any other cut of the bytes: cutting only after `\n` keeps a `\r\n` pair together, a
- * line that has no `\n` yet goes to the parser as it is (the parser keeps it until the line ends, and bounds it by
- * `maxEventSize`), and `decoder` strips a leading BOM and replaces invalid bytes exactly as `Stream.decodeText` does.
+ * An SSE event as the protocols read it: its `event` name (`message` when the stream names none), `id` and `data`.
  *
  * @internal
  */
-export const feedLines = (
-  parser: Sse.Parser,
-  decoder: InstanceType<typeof TextDecoder>,
-  reads: Iterable<Uint8Array>,
-  onText?: (text: string) => void
-): boolean => {
-  for (const bytes of reads) {
-    let start = 0
-    while (start < bytes.length) {
-      const newline = bytes.indexOf(10, start)
-      const end = newline < 0 ? bytes.length : newline + 1
-      const text = decoder.decode(start === 0 && end === bytes.length ? bytes : bytes.subarray(start, end), streaming)
-      onText?.(text)
-      if (text.length > 0 && parser.feed(text) !== undefined) return true
-      start = end
+export interface Event {
+  readonly event: string
+  readonly id: string | undefined
+  readonly data: string
+}
+
+/**
+ * The SSE parser of one body: `eventsource-parser`'s, fed each read's text whole (it finds line ends with `indexOf`),
+ * its buffered event bounded by `maxEventSize` characters. `feed` decodes the reads in order (`decoder` runs in
+ * streaming mode, so a character cut between two reads is decoded whole; it strips a leading BOM and replaces
+ * invalid bytes as `Stream.decodeText` does), passes each read's text to `onText`, and says whether the buffered
+ * event overflowed the bound (then nothing more is fed: the parser stops at that point).
+ *
+ * Replaced `@effect/experimental/Sse`, which scans its input one character at a time, and with it the line-by-line
+ * feeding that kept that parser linear (see `docs/performance.md`). Events, ids, comments, `retry:` and line endings
+ * (`\n`, `\r\n`, `\r`) follow the same specification; `Framing.test.ts` pins the cuts that could differ.
+ *
+ * @internal
+ */
+export const makeParser = (maxEventSize: number, onEvent: (event: Event) => void) => {
+  let overflowed = false
+  const parser = createParser({
+    onEvent: (message) => onEvent({ event: message.event ?? "message", id: message.id, data: message.data }),
+    onError: (error) => {
+      if (error.type === "max-buffer-size-exceeded") overflowed = true
+    },
+    maxBufferSize: maxEventSize
+  })
+  const decoder = new TextDecoder()
+  // A read ending in "\r" ends its line now: the parser would wait for the next character (a "\n" of a CRLF), so
+  // with CR-only line endings an event would wait for the next read. The line is ended here, and a "\n" that then
+  // starts the next read is the rest of that CRLF, dropped.
+  let endedWithCr = false
+  return {
+    feed: (reads: Iterable<Uint8Array>, onText?: (text: string) => void): boolean => {
+      for (const bytes of reads) {
+        if (overflowed) break
+        let text = decoder.decode(bytes, streaming)
+        onText?.(text)
+        if (text.length === 0) continue
+        if (endedWithCr && text.charCodeAt(0) === 10) text = text.slice(1)
+        endedWithCr = text.charCodeAt(text.length - 1) === 13
+        if (text.length > 0) parser.feed(endedWithCr ? `${text}\n` : text)
+      }
+      return overflowed
     }
   }
-  return false
 }
 
 const streaming = { stream: true } as const
@@ -106,7 +122,7 @@ const streaming = { stream: true } as const
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
   const validate = Schema.decodeUnknownEither(schema)
-  const malformed = (event: Sse.Event, reason: string) =>
+  const malformed = (event: Event, reason: string) =>
     Either.left(
       new ProviderRejection.ProviderRejection({
         reason: "MalformedStream",
@@ -117,7 +133,7 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
         )
       })
     )
-  return (event: Sse.Event): Either.Either<A, ProviderRejection.ProviderRejection> => {
+  return (event: Event): Either.Either<A, ProviderRejection.ProviderRejection> => {
     let json: unknown
     try {
       json = JSON.parse(event.data)
@@ -196,7 +212,7 @@ export interface Machine<Ev> {
  *
  * @internal
  */
-export type Decode<Ev> = (event: Sse.Event) => Either.Either<Option.Option<Ev>, ProviderFailure.ProviderFailure>
+export type Decode<Ev> = (event: Event) => Either.Either<Option.Option<Ev>, ProviderFailure.ProviderFailure>
 
 /**
  * The premature EOF of a protocol.
@@ -226,7 +242,7 @@ const flatten = (chunk: Chunk.Chunk<Outputs>): Chunk.Chunk<Generation.Generation
  * `decode` and `step` are synchronous, so there is no effect per event.
  */
 const stepAll = <Ev>(
-  input: ReadonlyArray<Sse.Event>,
+  input: ReadonlyArray<Event>,
   settings: Settings,
   decode: Decode<Ev>,
   machine: Machine<Ev>
@@ -286,8 +302,7 @@ const jsonInsteadOfStream = (
  * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the
  * state machine, and the idle timeout over events that make progress. Reading stops as soon as the machine is done.
  *
- * Each read is one synchronous pass: its bytes are decoded and fed to the parser line by line, and the events it
- * completes are decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per
+ * Each read is one synchronous pass: its bytes are decoded and fed to the parser, and the events it completes are decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per
  * event cost far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
  * `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is
  * `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are counted: past
@@ -315,14 +330,13 @@ export const run = <Ev>(options: {
       if (head === undefined) return
       head = head.length + text.length > maxJsonBody ? undefined : head + text
     }
-    const pending: Array<Sse.Event> = []
+    const pending: Array<Event> = []
     // body bytes read so far, against `maxReplyBytes`
     let received = 0
-    const decoder = new TextDecoder()
-    const parser = Sse.makeParser((event) => {
+    const parser = makeParser(settings.maxEventSize, (event) => {
       head = undefined
-      if (event._tag === "Event") pending.push(event)
-    }, { maxEventSize: settings.maxEventSize })
+      pending.push(event)
+    })
     const steps: Channel.Channel<
       Chunk.Chunk<Outputs>,
       Chunk.Chunk<Uint8Array>,
@@ -339,7 +353,7 @@ export const run = <Ev>(options: {
           const over = received > settings.maxReplyBytes
           // Past the bound, only the bytes within it are read: whatever the cut, the same events are decoded.
           const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
-          const overflowed = feedLines(parser, decoder, input, head === undefined ? undefined : keepHead)
+          const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
           const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
           const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
           const failed = failure ??
