@@ -51,7 +51,12 @@ export const memoryClient = (corpus: Corpus): HttpClient.HttpClient =>
 export const reprise: Decoder = (corpus) =>
   Effect.runPromise(
     Effect.gen(function*() {
-      const provider = yield* HttpProvider.make(corpus.protocol, { apiKey, baseUrl: "http://bench.invalid/v1" })
+      const provider = yield* HttpProvider.make(corpus.protocol, {
+        apiKey,
+        baseUrl: "http://bench.invalid/v1",
+        // figure 5 decodes up to 100 MB: past the default bound of a reply (64 MiB)
+        maxReplyBytes: 1024 * 1024 * 1024
+      })
       let textLength = 0
       let finished = false
       yield* provider.stream(request).pipe(

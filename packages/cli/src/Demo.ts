@@ -13,6 +13,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as Budget from "@reprise/core/Budget"
 import * as BuiltinTools from "@reprise/core/BuiltinTools"
 import type * as Message from "@reprise/core/Message"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
@@ -153,7 +154,7 @@ export const run = Effect.scoped(Effect.gen(function*() {
       baseUrl: simulator.baseUrl(route),
       apiKey: Redacted.make("demo-key-not-secret"),
       model: "demo-model",
-      maxAttempts: 11,
+      maxAttempts: Budget.defaultSettings.maxAttempts,
       deadline: Duration.seconds(60),
       backoffBase: Duration.millis(500),
       backoffMax: Duration.seconds(5),

@@ -1,15 +1,39 @@
 /**
- * The options shared by `reprise chat` and `reprise repl`, their environment variables and defaults, and their
- * validation. Flags win over the environment; a bad value in either is a usage error (exit 2), never a silent
- * fallback.
+ * The options shared by `reprise chat` and `reprise repl`, and their validation. Flags win over the environment; a bad
+ * value in either is a usage error (exit 2), never a silent fallback.
+ *
+ * ## Settings, declared once
+ *
+ * The attempts and the deadline (`Budget`), the backoff (`Policy`), the timeouts and the reply bound
+ * (`ProviderOptions`) are not declared here: each has one `Config` in its own module, with its environment variable,
+ * its default and its range, the same `Config` that `Budget.layerConfig`, `Policy.layerConfig` and
+ * `HttpProvider.layerConfig` read. This module only names the flag that stands in front of each variable
+ * (`--max-attempts` for `REPRISE_MAX_ATTEMPTS`, …). {@link resolve} reads `Budget.config`, `Policy.config` and the
+ * three provider Configs over a `ConfigProvider` made of the flags the user gave, in front of the environment: a
+ * flag wins over its variable, the variable over the default, and a bad value gets its owner's message, naming what
+ * the user gave:
+ *
+ * - a flag: `--max-attempts must be at least 1, got 0`;
+ * - a variable: the `ConfigError` as Effect writes it, which is also what `Budget.layerConfig` fails with,
+ *   `(Invalid data at REPRISE_MAX_ATTEMPTS: "must be at least 1")`;
+ * - a rule between two settings: its message with the settings named as given,
+ *   `--backoff-max (10) must not be smaller than --backoff-base (20)`.
+ *
+ * A flag that is not a number at all is still the command-line parser's complaint (`'many' is not a integer`).
+ * These settings used to be declared here a second time (variables, defaults and ranges, with messages of their
+ * own), and an out-of-range variable was reported under its flag's name.
  *
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
+import * as Budget from "@reprise/core/Budget"
+import * as Policy from "@reprise/core/Policy"
 import * as FleetAddress from "@reprise/fleet/FleetAddress"
 import * as RetryBudget from "@reprise/fleet/RetryBudget"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -65,6 +89,64 @@ export interface Fleet {
 const withEnv = <A>(options: Options.Options<A>, config: Config.Config<A>) =>
   Options.withFallbackConfig(options, config)
 
+/** A setting whose `Config` is its owner's, and the flag that stands in front of its variable. */
+interface Owned {
+  /** The flag, without its dashes. */
+  readonly flag: string
+  readonly variable: string
+  /** Its value (flag, variable or default, from the current `ConfigProvider`) as the flag would give it. */
+  readonly current: Effect.Effect<string, ConfigError.ConfigError>
+}
+
+const setting = <A>(flag: string, variable: string, config: Config.Config<A>, show: (value: A) => string): Owned => ({
+  flag,
+  variable,
+  current: Effect.map(config, show)
+})
+
+const millis = (d: Duration.Duration) => String(Duration.toMillis(d))
+
+const owned = {
+  maxAttempts: setting("max-attempts", Budget.maxAttemptsVariable, Budget.maxAttemptsConfig, String),
+  deadline: setting(
+    "deadline",
+    Budget.deadlineVariable,
+    Budget.deadlineConfig,
+    (d) => String(Duration.toSeconds(d))
+  ),
+  backoffBase: setting("backoff-base", Policy.backoffBaseVariable, Policy.backoffBaseConfig, millis),
+  backoffMax: setting("backoff-max", Policy.backoffMaxVariable, Policy.backoffMaxConfig, millis),
+  idleTimeout: setting("idle-timeout", ProviderOptions.idleTimeoutVariable, ProviderOptions.idleTimeoutConfig, millis),
+  firstByteTimeout: setting(
+    "first-byte-timeout",
+    ProviderOptions.firstByteTimeoutVariable,
+    ProviderOptions.firstByteTimeoutConfig,
+    millis
+  ),
+  maxReplyBytes: setting(
+    "max-reply-bytes",
+    ProviderOptions.maxReplyBytesVariable,
+    ProviderOptions.maxReplyBytesConfig,
+    String
+  )
+}
+
+/**
+ * The flag of a setting: its value when given, `None` otherwise. The variable and the default are read in
+ * {@link resolve}, by the setting's own `Config`; the fallback here only tells @effect/cli (and its help: "This option
+ * can be set from environment variables") that the flag may be left out.
+ */
+const flag = (
+  of: { readonly flag: string; readonly variable: string },
+  make: (name: string) => Options.Options<number>,
+  description: (env: string) => string
+): Options.Options<Option.Option<number>> =>
+  make(of.flag).pipe(
+    Options.map(Option.some),
+    Options.withFallbackConfig(Config.succeed(Option.none<number>())),
+    Options.withDescription(description(`env ${of.variable}`))
+  )
+
 /**
  * The command-line options of `chat` and `repl`.
  *
@@ -84,37 +166,26 @@ export const options = {
     Options.optional,
     Options.withDescription("model name (env REPRISE_MODEL); required")
   ),
-  maxAttempts: withEnv(
-    Options.integer("max-attempts"),
-    Config.integer("REPRISE_MAX_ATTEMPTS").pipe(Config.withDefault(11))
-  ).pipe(Options.withDescription("attempts per reply, counting the first (env REPRISE_MAX_ATTEMPTS)")),
-  deadline: withEnv(Options.float("deadline"), Config.number("REPRISE_DEADLINE").pipe(Config.withDefault(600))).pipe(
-    Options.withDescription("seconds after which no attempt starts and no wait begins (env REPRISE_DEADLINE)")
+  maxAttempts: flag(owned.maxAttempts, Options.integer, (env) => `attempts per reply, counting the first (${env})`),
+  deadline: flag(
+    owned.deadline,
+    Options.float,
+    (env) => `seconds after which no attempt starts and no wait begins (${env})`
   ),
-  backoffBase: withEnv(
-    Options.integer("backoff-base"),
-    Config.integer("REPRISE_BACKOFF_BASE").pipe(Config.withDefault(1000))
-  ).pipe(Options.withDescription("first wait in ms (env REPRISE_BACKOFF_BASE)")),
-  backoffMax: withEnv(
-    Options.integer("backoff-max"),
-    Config.integer("REPRISE_BACKOFF_MAX").pipe(Config.withDefault(60_000))
-  ).pipe(Options.withDescription("longest backoff in ms (env REPRISE_BACKOFF_MAX)")),
-  idleTimeout: withEnv(
-    Options.integer("idle-timeout"),
-    Config.integer("REPRISE_IDLE_TIMEOUT").pipe(Config.withDefault(120_000))
-  ).pipe(Options.withDescription("ms without stream progress before a retryable timeout (env REPRISE_IDLE_TIMEOUT)")),
-  firstByteTimeout: withEnv(
-    Options.integer("first-byte-timeout"),
-    Config.integer("REPRISE_FIRST_BYTE_TIMEOUT").pipe(Config.withDefault(60_000))
-  ).pipe(Options.withDescription("ms to wait for response headers (env REPRISE_FIRST_BYTE_TIMEOUT)")),
-  maxReplyBytes: withEnv(
-    Options.integer("max-reply-bytes"),
-    Config.integer("REPRISE_MAX_REPLY_BYTES").pipe(Config.withDefault(ProviderOptions.defaultMaxReplyBytes))
-  ).pipe(
-    Options.withDescription(
+  backoffBase: flag(owned.backoffBase, Options.integer, (env) => `first wait in ms (${env})`),
+  backoffMax: flag(owned.backoffMax, Options.integer, (env) => `longest backoff in ms (${env})`),
+  idleTimeout: flag(
+    owned.idleTimeout,
+    Options.integer,
+    (env) => `ms without stream progress before a retryable timeout (${env})`
+  ),
+  firstByteTimeout: flag(owned.firstByteTimeout, Options.integer, (env) => `ms to wait for response headers (${env})`),
+  maxReplyBytes: flag(
+    owned.maxReplyBytes,
+    Options.integer,
+    (env) =>
       "largest response body one attempt may read, in bytes; a longer reply fails, permanently " +
-        "(env REPRISE_MAX_REPLY_BYTES, default 64 MiB)"
-    )
+      `(${env}, default ${ProviderOptions.defaultMaxReplyBytes / (1024 * 1024)} MiB)`
   ),
   noRecovery: Options.boolean("no-recovery").pipe(Options.withDescription("surface every failure after one attempt")),
   json: Options.boolean("json").pipe(Options.withDescription("NDJSON events on stdout")),
@@ -197,8 +268,98 @@ const resolveFleet = (
     return { url, name, budget, timeout: Duration.millis(timeout) }
   })
 
+/** What {@link resolve} reads with the owners' Configs, whole: `Policy.config` also checks the base against the max. */
+const ownedConfig = Config.all({
+  budget: Budget.config,
+  policy: Policy.config,
+  firstByteTimeout: ProviderOptions.firstByteTimeoutConfig,
+  idleTimeout: ProviderOptions.idleTimeoutConfig,
+  maxReplyBytes: ProviderOptions.maxReplyBytesConfig
+})
+
 /**
- * Checks ranges, resolves the base URL and the key, and returns the settings of a turn. The key is read with
+ * The owned settings, each from its flag when given, else from its variable, else its default: the owners' Configs
+ * read over the flags as a `ConfigProvider`, in front of the environment's.
+ */
+const readOwned = (parsed: Parsed) =>
+  Effect.configProviderWith((environment) => {
+    const given = new Map<string, string>()
+    for (const [key, of] of Object.entries(owned)) {
+      const value = parsed[key as keyof typeof owned]
+      if (Option.isSome(value)) given.set(of.variable, String(value.value))
+    }
+    const provider = ConfigProvider.orElse(ConfigProvider.fromMap(given), () => environment)
+    return Effect.withConfigProvider(ownedConfig, provider).pipe(
+      Effect.catchAll((error) =>
+        Effect.flatMap(describe(error, given, provider), (detail) => Effect.fail(new UsageError({ detail })))
+      )
+    )
+  })
+
+const ownedList: ReadonlyArray<Owned> = Object.values(owned)
+
+/** The problems in a `ConfigError`: its invalid values (a missing one is only the flags' map not having it). */
+const problems = (error: ConfigError.ConfigError): ReadonlyArray<ConfigError.ConfigError> =>
+  ConfigError.reduceWithContext(error, undefined, {
+    andCase: (_, left, right) => [...left, ...right],
+    orCase: (_, left, right) => [...left, ...right],
+    invalidDataCase: (_, path, message) => [ConfigError.InvalidData(path, message)],
+    missingDataCase: () => [],
+    sourceUnavailableCase: (_, path, message, cause) => [ConfigError.SourceUnavailable(path, message, cause)],
+    unsupportedCase: (_, path, message) => [ConfigError.Unsupported(path, message)]
+  })
+
+/**
+ * The message for a failure of the owned settings, naming what the user gave: a flag as a flag, with its value; a
+ * variable as Effect writes a `ConfigError` (what `Budget.layerConfig` fails with too); and in the message of a rule
+ * between settings (a `ConfigError` without a path, naming their variables), each setting as it was given.
+ */
+const describe = (
+  error: ConfigError.ConfigError,
+  given: ReadonlyMap<string, string>,
+  provider: ConfigProvider.ConfigProvider
+): Effect.Effect<string> => {
+  const found = problems(error)
+  if (found.length === 0) return Effect.succeed(String(error))
+  return Effect.map(
+    Effect.forEach(found, (problem) => {
+      if (problem._op !== "InvalidData") return Effect.succeed(String(problem))
+      if (problem.path.length === 0) return namedIn(problem.message, given, provider)
+      const of = ownedList.find((of) => problem.path.length === 1 && of.variable === problem.path[0])
+      const flagValue = of === undefined ? undefined : given.get(of.variable)
+      return Effect.succeed(
+        of !== undefined && flagValue !== undefined
+          ? `--${of.flag} ${problem.message}, got ${flagValue}`
+          : String(problem)
+      )
+    }),
+    (lines) => lines.join("; ")
+  )
+}
+
+/** `message` with each owned variable it names replaced by the setting as given: `--backoff-base (20)`. */
+const namedIn = (message: string, given: ReadonlyMap<string, string>, provider: ConfigProvider.ConfigProvider) =>
+  Effect.reduce(ownedList, message, (line, of) => {
+    const name = new RegExp(`\\b${of.variable}\\b`, "g")
+    return line.search(name) < 0
+      ? Effect.succeed(line)
+      : Effect.map(named(of, given, provider), (label) => line.replace(name, () => label))
+  })
+
+/** A setting as the user gave it, with its value: `--backoff-base (20)`, `REPRISE_BACKOFF_BASE (20)`. */
+const named = (of: Owned, given: ReadonlyMap<string, string>, provider: ConfigProvider.ConfigProvider) =>
+  Effect.gen(function*() {
+    const flagValue = given.get(of.variable)
+    if (flagValue !== undefined) return `--${of.flag} (${flagValue})`
+    const value = yield* Effect.option(Effect.withConfigProvider(of.current, provider))
+    const set = yield* Effect.option(Effect.withConfigProvider(Config.string(of.variable), provider))
+    // a setting left at its default is named by its flag, the way to change it
+    return `${Option.isSome(set) ? of.variable : `--${of.flag}`} (${Option.getOrElse(value, () => "?")})`
+  })
+
+/**
+ * Reads the owned settings (see the module's doc), resolves the base URL and the key, and returns the settings of a
+ * turn. The key is read with
  * `Config.redacted`: a missing key is a usage error whatever the base URL, and the key is never printed.
  *
  * @since 0.1.0
@@ -210,26 +371,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
     if (Option.isNone(parsed.model) || parsed.model.value.trim() === "") {
       return yield* fail("a model is required: pass --model NAME or set REPRISE_MODEL")
     }
-    if (parsed.maxAttempts < 1) return yield* fail(`--max-attempts must be at least 1, got ${parsed.maxAttempts}`)
-    if (!(parsed.deadline > 0) || !Number.isFinite(parsed.deadline)) {
-      return yield* fail(`--deadline must be a positive number of seconds, got ${parsed.deadline}`)
-    }
-    if (Math.round(parsed.deadline * 1000) < 1) {
-      return yield* fail(`--deadline must be at least 0.001 seconds (1 ms), got ${parsed.deadline}`)
-    }
-    if (parsed.backoffBase < 0) return yield* fail(`--backoff-base must be >= 0 ms, got ${parsed.backoffBase}`)
-    if (parsed.backoffMax < parsed.backoffBase) {
-      return yield* fail(
-        `--backoff-max (${parsed.backoffMax}) must not be smaller than --backoff-base (${parsed.backoffBase})`
-      )
-    }
-    if (parsed.idleTimeout <= 0) return yield* fail(`--idle-timeout must be > 0 ms, got ${parsed.idleTimeout}`)
-    if (parsed.firstByteTimeout <= 0) {
-      return yield* fail(`--first-byte-timeout must be > 0 ms, got ${parsed.firstByteTimeout}`)
-    }
-    if (parsed.maxReplyBytes < 1) {
-      return yield* fail(`--max-reply-bytes must be at least 1, got ${parsed.maxReplyBytes}`)
-    }
+    const values = yield* readOwned(parsed)
     if (Option.isSome(parsed.maxTokens) && parsed.maxTokens.value < 1) {
       return yield* fail(`--max-tokens must be at least 1, got ${parsed.maxTokens.value}`)
     }
@@ -275,13 +417,13 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       baseUrl,
       apiKey,
       model: parsed.model.value,
-      maxAttempts: parsed.maxAttempts,
-      deadline: Duration.millis(Math.round(parsed.deadline * 1000)),
-      backoffBase: Duration.millis(parsed.backoffBase),
-      backoffMax: Duration.millis(parsed.backoffMax),
-      idleTimeout: Duration.millis(parsed.idleTimeout),
-      firstByteTimeout: Duration.millis(parsed.firstByteTimeout),
-      maxReplyBytes: parsed.maxReplyBytes,
+      maxAttempts: values.budget.maxAttempts,
+      deadline: values.budget.deadline,
+      backoffBase: values.policy.backoffBase,
+      backoffMax: values.policy.backoffMax,
+      idleTimeout: values.idleTimeout,
+      firstByteTimeout: values.firstByteTimeout,
+      maxReplyBytes: values.maxReplyBytes,
       recovery: !parsed.noRecovery,
       json: parsed.json,
       session: parsed.session,

@@ -7,6 +7,21 @@
  * retry, a sub-call) finds the enclosing allowance in the fiber's context and reuses it: nothing inside one scope
  * can reset the attempts or the deadline.
  *
+ * ## Settings, declared once
+ *
+ * Each setting has one `Config` here, which carries its environment variable, its default and its range:
+ * {@link maxAttemptsConfig} (`REPRISE_MAX_ATTEMPTS`, {@link maxAttemptsVariable}) and {@link deadlineConfig}
+ * (`REPRISE_DEADLINE`, {@link deadlineVariable}). {@link config} (and so {@link layerConfig}) is the two of them, and
+ * the `reprise` CLI reads its `--max-attempts` and `--deadline` through the same two, with the flags as a
+ * `ConfigProvider` in front of the environment: a bad value gets the same message whichever way it came in. The
+ * CLI used to declare the variables, the defaults and the ranges a second time; its stricter deadline rule (whole
+ * milliseconds, at least 1 ms) moved here, so a deadline below half a millisecond is now refused by
+ * {@link layerConfig} too instead of becoming a sub-millisecond deadline.
+ *
+ * Settings given as values in code ({@link layer}, {@link validateSettings}) are checked against the same ranges;
+ * a bad one is a bug in the caller, not a configuration problem, and throws a `RangeError` (see
+ * {@link validateSettings}).
+ *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
@@ -192,23 +207,55 @@ export const scoped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, 
 export const reserve: Effect.Effect<number, BudgetExhausted, Budget> = Effect.flatMap(Budget, (b) => b.reserve)
 
 /**
- * Validates settings: at least one attempt, a positive deadline.
+ * A range, in the shape `Config.validate` takes: the same object checks a value read from the environment (as a
+ * `ConfigError`) and one given in code (as a `RangeError`), with the same message.
+ */
+interface Rule<A> {
+  readonly message: string
+  readonly validation: (a: A) => boolean
+}
+
+const atLeastOneAttempt: Rule<number> = { message: "must be at least 1", validation: (n) => n >= 1 }
+
+const positiveDeadline: Rule<Duration.Duration> = {
+  message: "must be a positive number of seconds",
+  validation: (d) => Duration.isFinite(d) && Duration.greaterThan(d, Duration.zero)
+}
+
+/** Text gives seconds, kept in whole milliseconds: what rounds to 0 ms is refused rather than rounded up. */
+const atLeastOneMillisecond: Rule<Duration.Duration> = {
+  message: "must be at least 0.001 seconds (1 ms)",
+  validation: (d) => Math.round(Duration.toMillis(d)) >= 1
+}
+
+/** What `Config.integer` guarantees text and a number in code may lack. */
+const wholeNumber: Rule<number> = { message: "must be a whole number", validation: Number.isInteger }
+
+const check = <A>(name: string, value: A, shown: string, rules: ReadonlyArray<Rule<A>>): void => {
+  for (const rule of rules) {
+    if (!rule.validation(value)) throw new RangeError(`${name} ${rule.message}, got ${shown}`)
+  }
+}
+
+/**
+ * Validates settings given in code, with the ranges of {@link maxAttemptsConfig} and {@link deadlineConfig}: a whole
+ * number of attempts of at least 1, a positive, finite deadline (any resolution: only text is kept in whole
+ * milliseconds). A bad value is a bug in the caller, so it throws a `RangeError` (a defect when it happens inside an
+ * effect), as {@link layer}, whose type has no error channel, promises; values from outside go through
+ * {@link config} and fail with a `ConfigError`.
  *
  * @since 0.1.0
  * @category settings
  */
 export const validateSettings = (settings: Settings): Settings => {
-  if (!Number.isInteger(settings.maxAttempts) || settings.maxAttempts < 1) {
-    throw new RangeError(`maxAttempts must be an integer >= 1, got ${settings.maxAttempts}`)
-  }
-  if (!Duration.isFinite(settings.deadline) || Duration.lessThanOrEqualTo(settings.deadline, Duration.zero)) {
-    throw new RangeError(`deadline must be a positive, finite duration`)
-  }
+  check("maxAttempts", settings.maxAttempts, String(settings.maxAttempts), [wholeNumber, atLeastOneAttempt])
+  check("deadline", settings.deadline, Duration.format(settings.deadline), [positiveDeadline])
   return settings
 }
 
 /**
- * Replaces the settings new scopes start with.
+ * Replaces the settings new scopes start with. Throws a `RangeError` for impossible settings
+ * ({@link validateSettings}).
  *
  * @since 0.1.0
  * @category layers
@@ -217,22 +264,56 @@ export const layer = (settings: Partial<Settings>): Layer.Layer<never> =>
   Layer.succeed(BudgetSettings, validateSettings({ ...defaultSettings, ...settings }))
 
 /**
- * `REPRISE_MAX_ATTEMPTS` (integer >= 1, default 11) and `REPRISE_DEADLINE` (seconds > 0, default 600).
+ * The environment variable of {@link maxAttemptsConfig}.
  *
  * @since 0.1.0
  * @category config
  */
-export const config: Config.Config<Settings> = Config.all({
-  maxAttempts: Config.integer("REPRISE_MAX_ATTEMPTS").pipe(
-    Config.validate({ message: "must be an integer >= 1", validation: (n) => n >= 1 }),
-    Config.withDefault(defaultSettings.maxAttempts)
-  ),
-  deadline: Config.number("REPRISE_DEADLINE").pipe(
-    Config.validate({ message: "must be a number of seconds > 0", validation: (n) => Number.isFinite(n) && n > 0 }),
-    Config.map((seconds) => Duration.millis(seconds * 1000)),
-    Config.withDefault(defaultSettings.deadline)
-  )
-})
+export const maxAttemptsVariable = "REPRISE_MAX_ATTEMPTS"
+
+/**
+ * The environment variable of {@link deadlineConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const deadlineVariable = "REPRISE_DEADLINE"
+
+/**
+ * `REPRISE_MAX_ATTEMPTS`: an integer, at least 1 ("must be at least 1"); default 11.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const maxAttemptsConfig: Config.Config<number> = Config.integer(maxAttemptsVariable).pipe(
+  Config.validate(atLeastOneAttempt),
+  Config.withDefault(defaultSettings.maxAttempts)
+)
+
+/**
+ * `REPRISE_DEADLINE`: seconds, positive and finite ("must be a positive number of seconds"), kept in whole
+ * milliseconds and so at least 0.001 ("must be at least 0.001 seconds (1 ms)"); default 600.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const deadlineConfig: Config.Config<Duration.Duration> = Config.number().pipe(
+  Config.map((seconds) => Duration.millis(seconds * 1000)),
+  Config.validate(positiveDeadline),
+  Config.validate(atLeastOneMillisecond),
+  Config.map((deadline) => Duration.millis(Math.round(Duration.toMillis(deadline)))),
+  // nested last, so that the variable names every failure above, the mapped ones too
+  Config.nested(deadlineVariable),
+  Config.withDefault(defaultSettings.deadline)
+)
+
+/**
+ * {@link maxAttemptsConfig} and {@link deadlineConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const config: Config.Config<Settings> = Config.all({ maxAttempts: maxAttemptsConfig, deadline: deadlineConfig })
 
 /**
  * {@link BudgetSettings} from the environment (see {@link config}); a bad value fails with a `ConfigError` naming

@@ -6,6 +6,15 @@
  * Server pushback wins over the schedule: a `retry-after-ms` or `Retry-After` carried by the failure lengthens the
  * wait, never shortens it, and is not capped by `backoffMax` ({@link lengthen}).
  *
+ * ## Settings, declared once
+ *
+ * Each setting read from outside has one `Config` here, with its environment variable, its default and its range:
+ * {@link backoffBaseConfig} (`REPRISE_BACKOFF_BASE`) and {@link backoffMaxConfig} (`REPRISE_BACKOFF_MAX`), in whole
+ * milliseconds. {@link config} (and so {@link layerConfig}) is the two of them plus the rule that binds them (the
+ * maximum is not smaller than the base). The `reprise` CLI reads `--backoff-base` and `--backoff-max` through
+ * {@link config} too, with the flags as a `ConfigProvider` in front of the environment, instead of declaring the
+ * variables, the defaults and the ranges a second time as it used to.
+ *
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
@@ -119,25 +128,63 @@ export const lengthen = (backoffDelay: Duration.Duration, retryAfter: Option.Opt
 export const layer = (settings: Partial<Settings>): Layer.Layer<never> =>
   Layer.succeed(PolicySettings, { ...defaultSettings, ...settings })
 
-const millis = (name: string, fallback: Duration.Duration) =>
+const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
   Config.integer(name).pipe(
-    Config.validate({ message: "must be a whole number of milliseconds >= 0", validation: (n) => n >= 0 }),
+    Config.validate({ message: "must be >= 0 ms", validation: (n) => n >= 0 }),
     Config.map(Duration.millis),
     Config.withDefault(fallback)
   )
 
 /**
- * `REPRISE_BACKOFF_BASE` and `REPRISE_BACKOFF_MAX`, in milliseconds (defaults 1000 and 60000).
+ * The environment variable of {@link backoffBaseConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const backoffBaseVariable = "REPRISE_BACKOFF_BASE"
+
+/**
+ * The environment variable of {@link backoffMaxConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const backoffMaxVariable = "REPRISE_BACKOFF_MAX"
+
+/**
+ * `REPRISE_BACKOFF_BASE`: whole milliseconds, at least 0 ("must be >= 0 ms"); default 1000.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const backoffBaseConfig: Config.Config<Duration.Duration> = millis(
+  backoffBaseVariable,
+  defaultSettings.backoffBase
+)
+
+/**
+ * `REPRISE_BACKOFF_MAX`: whole milliseconds, at least 0 ("must be >= 0 ms"); default 60000. {@link config} also
+ * requires it not to be smaller than the base.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const backoffMaxConfig: Config.Config<Duration.Duration> = millis(backoffMaxVariable, defaultSettings.backoffMax)
+
+/**
+ * {@link backoffBaseConfig} and {@link backoffMaxConfig}, the maximum not smaller than the base (a `ConfigError`
+ * without a path whose message names both variables, "REPRISE_BACKOFF_MAX must not be smaller than
+ * REPRISE_BACKOFF_BASE"); the growth factor and the jitter are the defaults.
  *
  * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  backoffBase: millis("REPRISE_BACKOFF_BASE", defaultSettings.backoffBase),
-  backoffMax: millis("REPRISE_BACKOFF_MAX", defaultSettings.backoffMax)
+  backoffBase: backoffBaseConfig,
+  backoffMax: backoffMaxConfig
 }).pipe(
   Config.validate({
-    message: "REPRISE_BACKOFF_MAX must not be smaller than REPRISE_BACKOFF_BASE",
+    message: `${backoffMaxVariable} must not be smaller than ${backoffBaseVariable}`,
     validation: (s) => Duration.greaterThanOrEqualTo(s.backoffMax, s.backoffBase)
   }),
   Config.map((s) => ({ ...defaultSettings, ...s }))

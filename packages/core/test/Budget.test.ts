@@ -105,3 +105,68 @@ describe("Budget", () => {
     assert.throws(() => Budget.layer({ deadline: Duration.zero }), /deadline/)
   })
 })
+
+describe("Budget settings, declared once", () => {
+  const read = <A>(config: Effect.Effect<A, ConfigError.ConfigError>, env: Record<string, string>) =>
+    Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+  it.effect("maxAttemptsConfig: REPRISE_MAX_ATTEMPTS, default 11, at least 1", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(Budget.maxAttemptsVariable, "REPRISE_MAX_ATTEMPTS")
+      assert.strictEqual(yield* read(Budget.maxAttemptsConfig, { REPRISE_MAX_ATTEMPTS: "3" }), 3)
+      assert.strictEqual(yield* read(Budget.maxAttemptsConfig, {}), Budget.defaultSettings.maxAttempts)
+      assert.strictEqual(yield* read(Budget.maxAttemptsConfig, { REPRISE_MAX_ATTEMPTS: "1" }), 1)
+      const error = yield* Effect.flip(read(Budget.maxAttemptsConfig, { REPRISE_MAX_ATTEMPTS: "0" }))
+      assert.strictEqual(String(error), `(Invalid data at REPRISE_MAX_ATTEMPTS: "must be at least 1")`)
+    }))
+
+  it.effect("deadlineConfig: REPRISE_DEADLINE in seconds, default 600, kept in whole milliseconds, at least 1 ms", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(Budget.deadlineVariable, "REPRISE_DEADLINE")
+      assert.deepStrictEqual(yield* read(Budget.deadlineConfig, {}), Budget.defaultSettings.deadline)
+      assert.deepStrictEqual(yield* read(Budget.deadlineConfig, { REPRISE_DEADLINE: "2.0004" }), Duration.millis(2000))
+      assert.deepStrictEqual(yield* read(Budget.deadlineConfig, { REPRISE_DEADLINE: "0.0005" }), Duration.millis(1))
+      for (
+        const [value, message] of [
+          ["0", "must be a positive number of seconds"],
+          ["-5", "must be a positive number of seconds"],
+          ["Infinity", "must be a positive number of seconds"],
+          ["1e308", "must be a positive number of seconds"],
+          ["0.0001", "must be at least 0.001 seconds (1 ms)"]
+        ]
+      ) {
+        const error = yield* Effect.flip(read(Budget.deadlineConfig, { REPRISE_DEADLINE: value }))
+        assert.strictEqual(String(error), `(Invalid data at REPRISE_DEADLINE: "${message}")`, value)
+      }
+    }))
+
+  it.effect("config is the two fields, and reports both bad values", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* read(Budget.config, { REPRISE_MAX_ATTEMPTS: "4", REPRISE_DEADLINE: "30" }), {
+        maxAttempts: 4,
+        deadline: Duration.seconds(30)
+      })
+      const error = String(
+        yield* Effect.flip(read(Budget.config, { REPRISE_MAX_ATTEMPTS: "0", REPRISE_DEADLINE: "0" }))
+      )
+      assert.include(error, "REPRISE_MAX_ATTEMPTS")
+      assert.include(error, "REPRISE_DEADLINE")
+    }))
+
+  it("settings in code are checked with the same ranges, and the same messages, as RangeErrors", () => {
+    assert.throws(
+      () => Budget.validateSettings({ ...Budget.defaultSettings, maxAttempts: 0 }),
+      RangeError,
+      /^maxAttempts must be at least 1, got 0$/
+    )
+    assert.throws(() => Budget.layer({ maxAttempts: 2.5 }), RangeError, /maxAttempts must be a whole number, got 2\.5/)
+    assert.throws(
+      () => Budget.layer({ deadline: Duration.infinity }),
+      RangeError,
+      /deadline must be a positive number of seconds, got Infinity/
+    )
+    // a value in code keeps its resolution: only text is rounded to whole milliseconds
+    const fine = Budget.validateSettings({ maxAttempts: 1, deadline: Duration.micros(100n) })
+    assert.deepStrictEqual(fine.deadline, Duration.micros(100n))
+  })
+})

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Duration, Effect, Layer, Option, Random } from "effect"
+import { ConfigError, ConfigProvider, Duration, Effect, Layer, Option, Random } from "effect"
 import * as Policy from "../src/Policy.js"
 
 const waits = (settings: Policy.Settings, n: number) =>
@@ -93,4 +93,45 @@ describe("Policy", () => {
         assert.include(String(nan), "REPRISE_BACKOFF_BASE")
       }))
   })
+})
+
+describe("Policy settings, declared once", () => {
+  const read = <A>(config: Effect.Effect<A, ConfigError.ConfigError>, env: Record<string, string>) =>
+    Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+  for (
+    const [name, config, variable, fallback] of [
+      ["backoffBaseConfig", Policy.backoffBaseConfig, Policy.backoffBaseVariable, Policy.defaultSettings.backoffBase],
+      ["backoffMaxConfig", Policy.backoffMaxConfig, Policy.backoffMaxVariable, Policy.defaultSettings.backoffMax]
+    ] as const
+  ) {
+    it.effect(`${name}: ${variable} in whole ms, its default, at least 0`, () =>
+      Effect.gen(function*() {
+        assert.deepStrictEqual(yield* read(config, { [variable]: "250" }), Duration.millis(250))
+        assert.deepStrictEqual(yield* read(config, { [variable]: "0" }), Duration.zero)
+        assert.deepStrictEqual(yield* read(config, {}), fallback)
+        const error = yield* Effect.flip(read(config, { [variable]: "-1" }))
+        assert.strictEqual(String(error), `(Invalid data at ${variable}: "must be >= 0 ms")`)
+      }))
+  }
+
+  it("the variables and defaults are the documented ones", () => {
+    assert.strictEqual(Policy.backoffBaseVariable, "REPRISE_BACKOFF_BASE")
+    assert.strictEqual(Policy.backoffMaxVariable, "REPRISE_BACKOFF_MAX")
+    assert.deepStrictEqual(Policy.defaultSettings.backoffBase, Duration.millis(1000))
+    assert.deepStrictEqual(Policy.defaultSettings.backoffMax, Duration.millis(60_000))
+  })
+
+  it.effect("config binds the two: the max is not smaller than the base, in one message naming both", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(read(Policy.config, { REPRISE_BACKOFF_BASE: "20", REPRISE_BACKOFF_MAX: "10" }))
+      assert.isTrue(ConfigError.isConfigError(error))
+      assert.include(String(error), "REPRISE_BACKOFF_MAX must not be smaller than REPRISE_BACKOFF_BASE")
+      const equal = yield* read(Policy.config, { REPRISE_BACKOFF_BASE: "20", REPRISE_BACKOFF_MAX: "20" })
+      assert.deepStrictEqual(equal, {
+        ...Policy.defaultSettings,
+        backoffBase: Duration.millis(20),
+        backoffMax: Duration.millis(20)
+      })
+    }))
 })

@@ -11,6 +11,17 @@
  * Timeouts come from `REPRISE_FIRST_BYTE_TIMEOUT` and `REPRISE_IDLE_TIMEOUT` (milliseconds, default 60000 and
  * 120000), the reply size bound from `REPRISE_MAX_REPLY_BYTES` (bytes, default 64 MiB).
  *
+ * ## Settings, declared once
+ *
+ * Each of those three has one `Config` here, with its variable, its default and its range:
+ * {@link firstByteTimeoutConfig}, {@link idleTimeoutConfig} and {@link maxReplyBytesConfig} (their variables are
+ * {@link firstByteTimeoutVariable}, {@link idleTimeoutVariable} and {@link maxReplyBytesVariable}). {@link config} is
+ * built from them, and the `reprise` CLI reads `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes`
+ * through them, with the flags as a `ConfigProvider` in front of the environment, where it used to declare the
+ * variables, the defaults and the ranges a second time. Options given in code (`make`) are checked against the same
+ * ranges, and a bad one throws a `RangeError` with the same message: it is a bug in the caller, and `make` has no
+ * error channel for it.
+ *
  * @since 0.1.0
  */
 import * as Config from "effect/Config"
@@ -19,6 +30,7 @@ import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as Ranges from "./internal/ranges.js"
 
 /**
  * The four wire protocols.
@@ -197,11 +209,70 @@ export const baseUrlProblem = (s: string): string | undefined => {
 }
 
 const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
-  Config.integer(name).pipe(
-    Config.validate({ message: "must be a whole number of milliseconds > 0", validation: (n) => n > 0 }),
+  Config.integer().pipe(
     Config.map(Duration.millis),
+    Config.validate(Ranges.positiveTimeout),
+    // nested last, so that the variable names the failure of the mapped value too
+    Config.nested(name),
     Config.withDefault(fallback)
   )
+
+/**
+ * The environment variable of {@link firstByteTimeoutConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const firstByteTimeoutVariable = "REPRISE_FIRST_BYTE_TIMEOUT"
+
+/**
+ * The environment variable of {@link idleTimeoutConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const idleTimeoutVariable = "REPRISE_IDLE_TIMEOUT"
+
+/**
+ * The environment variable of {@link maxReplyBytesConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const maxReplyBytesVariable = "REPRISE_MAX_REPLY_BYTES"
+
+/**
+ * `REPRISE_FIRST_BYTE_TIMEOUT`: whole milliseconds, more than 0 ("must be > 0 ms"); default 60000
+ * ({@link defaultFirstByteTimeout}).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const firstByteTimeoutConfig: Config.Config<Duration.Duration> = millis(
+  firstByteTimeoutVariable,
+  defaultFirstByteTimeout
+)
+
+/**
+ * `REPRISE_IDLE_TIMEOUT`: whole milliseconds, more than 0 ("must be > 0 ms"); default 120000
+ * ({@link defaultIdleTimeout}).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const idleTimeoutConfig: Config.Config<Duration.Duration> = millis(idleTimeoutVariable, defaultIdleTimeout)
+
+/**
+ * `REPRISE_MAX_REPLY_BYTES`: an integer, at least 1 ("must be at least 1"); default 64 MiB
+ * ({@link defaultMaxReplyBytes}).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const maxReplyBytesConfig: Config.Config<number> = Config.integer(maxReplyBytesVariable).pipe(
+  Config.validate(Ranges.atLeastOne),
+  Config.withDefault(defaultMaxReplyBytes)
+)
 
 /**
  * The base URL of a protocol from the environment: its variable when set (an http(s) URL without a fragment, see
@@ -222,8 +293,9 @@ export const baseUrlConfig = (protocol: Protocol): Config.Config<string> =>
   )
 
 /**
- * The options of a protocol from the environment. A missing key is a `ConfigError` naming the variable, whatever the
- * base URL.
+ * The options of a protocol from the environment: the key, {@link baseUrlConfig}, {@link firstByteTimeoutConfig},
+ * {@link idleTimeoutConfig} and {@link maxReplyBytesConfig}. A missing key is a `ConfigError` naming the variable,
+ * whatever the base URL.
  *
  * @since 0.1.0
  * @category config
@@ -232,10 +304,7 @@ export const config = (protocol: Protocol, options?: ConfigOptions | undefined):
   Config.all({
     apiKey: Config.redacted(options?.apiKeyEnv ?? apiKeyVariable(protocol)),
     baseUrl: baseUrlConfig(protocol),
-    firstByteTimeout: millis("REPRISE_FIRST_BYTE_TIMEOUT", defaultFirstByteTimeout),
-    idleTimeout: millis("REPRISE_IDLE_TIMEOUT", defaultIdleTimeout),
-    maxReplyBytes: Config.integer("REPRISE_MAX_REPLY_BYTES").pipe(
-      Config.validate({ message: "must be a whole number of bytes >= 1", validation: (n) => n >= 1 }),
-      Config.withDefault(defaultMaxReplyBytes)
-    )
+    firstByteTimeout: firstByteTimeoutConfig,
+    idleTimeout: idleTimeoutConfig,
+    maxReplyBytes: maxReplyBytesConfig
   })

@@ -9,6 +9,7 @@
 import * as Duration from "effect/Duration"
 import type * as Redacted from "effect/Redacted"
 import * as ProviderOptions from "../ProviderOptions.js"
+import * as Ranges from "./ranges.js"
 import { makeScrub } from "./redaction.js"
 
 /**
@@ -28,18 +29,16 @@ export interface Settings {
   readonly scrub: (text: string) => string
 }
 
-const positive = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
+// The ranges are ProviderOptions' (internal/ranges.ts), the ones its Configs validate the environment with; a value
+// given in code is also checked for what the environment's parser guarantees (a whole number, a finite duration).
+const timeout = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
   const duration = input === undefined ? fallback : Duration.decode(input)
-  if (!Duration.isFinite(duration) || Duration.lessThanOrEqualTo(duration, Duration.zero)) {
-    throw new RangeError(`${name} must be a positive, finite duration`)
-  }
-  return duration
+  return Ranges.check(name, duration, Duration.format(duration), [Ranges.finiteDuration, Ranges.positiveTimeout])
 }
 
-const integer = (name: string, input: number | undefined, fallback: number) => {
+const count = (name: string, input: number | undefined, fallback: number) => {
   const value = input ?? fallback
-  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer >= 1, got ${value}`)
-  return value
+  return Ranges.check(name, value, String(value), [Ranges.wholeNumber, Ranges.atLeastOne])
 }
 
 /** @internal */
@@ -51,10 +50,10 @@ export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOp
   return {
     baseUrl,
     apiKey: options.apiKey,
-    firstByteTimeout: positive("firstByteTimeout", options.firstByteTimeout, ProviderOptions.defaultFirstByteTimeout),
-    idleTimeout: positive("idleTimeout", options.idleTimeout, ProviderOptions.defaultIdleTimeout),
-    maxEventSize: integer("maxEventSize", options.maxEventSize, ProviderOptions.defaultMaxEventSize),
-    maxReplyBytes: integer("maxReplyBytes", options.maxReplyBytes, ProviderOptions.defaultMaxReplyBytes),
+    firstByteTimeout: timeout("firstByteTimeout", options.firstByteTimeout, ProviderOptions.defaultFirstByteTimeout),
+    idleTimeout: timeout("idleTimeout", options.idleTimeout, ProviderOptions.defaultIdleTimeout),
+    maxEventSize: count("maxEventSize", options.maxEventSize, ProviderOptions.defaultMaxEventSize),
+    maxReplyBytes: count("maxReplyBytes", options.maxReplyBytes, ProviderOptions.defaultMaxReplyBytes),
     scrub
   }
 }
