@@ -2,14 +2,14 @@
  * The decoders figure 1 and figure 5 compare, each reading the same chunked bytes and producing the reply's text:
  *
  * - `reprise`: the real provider (`HttpProvider.make(protocol)`) over an in-memory `HttpClient` whose response body is
- *   the chunked bytes: the full pipeline (each line decoded from its bytes → `Sse.makeParser` → `JSON.parse` +
+ *   the chunked bytes: the full pipeline (each read decoded → `eventsource-parser` → `JSON.parse` +
  *   `Schema.decodeUnknownEither(Event)` → the protocol's state machine with terminal enforcement) down to typed
  *   `GenerationEvent`s.
  * - `baseline`: `eventsource-parser` + `JSON.parse` + the protocol's terminal check, in a plain loop.
  * - `official`: the official SDK's stream decoder (`openai` `Stream.fromSSEResponse`, `@anthropic-ai/sdk`
  *   `Stream.fromSSEResponse`) over a `Response` built from the same chunks.
  * - `floor`: the baseline loop with the SSE parser DESIGN §3 mandates (`@effect/experimental/Sse`, fed line by line
- *   as reprise feeds it) in place of `eventsource-parser`, and nothing else of reprise: no Schema, no state machine,
+ *   as reprise fed it before it moved to `eventsource-parser`) in place of `eventsource-parser`, and nothing else of reprise: no Schema, no state machine,
  *   no Effect. No decoder built on that parser can be faster, so `baseline / floor` is the best ratio reprise can reach
  *   against the baseline.
  * - `floorSchema`: `floor` plus the per-event validation STYLE.md prescribes (`Schema.decodeUnknownEither` of the
