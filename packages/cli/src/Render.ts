@@ -62,6 +62,8 @@ export const shortReason = (error: unknown): string => {
         return "timed out"
       case "TruncatedToolArguments":
         return "tool arguments truncated"
+      case "ResumeGap":
+        return "resumed response out of step"
     }
   }
   return ExitCode.classify(error).class

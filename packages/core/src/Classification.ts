@@ -99,6 +99,7 @@ export const classify = (error: unknown): Classification => {
     case "PrematureEof":
     case "Timeout":
     case "TruncatedToolArguments":
+    case "ResumeGap":
       return retryable
     case "HttpStatus":
       return error.status !== undefined && isRetryableStatus(error.status, error.shouldRetry)

@@ -163,6 +163,13 @@ export interface GenerationRequest {
   readonly toolChoice?: ToolChoice | undefined
   /** A JSON Schema the reply's text must follow ({@link ResponseFormat}). Absent: free text. */
   readonly responseFormat?: ResponseFormat | undefined
+  /**
+   * Run the response in the provider's background mode, where its protocol has one (`openai-responses`): the
+   * server keeps generating when the connection drops, and recovery continues the stream from its last event
+   * instead of replaying the request (see `Resumption`). Protocols without it ignore it and replay. Background
+   * responses are stored by the provider (not available under zero data retention) and start later.
+   */
+  readonly background?: boolean | undefined
 }
 
 /**

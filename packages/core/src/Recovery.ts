@@ -41,6 +41,7 @@ import * as ProviderRejection from "./ProviderRejection.js"
 import * as RecoveryExhausted from "./RecoveryExhausted.js"
 import * as RecoveryNotifications from "./RecoveryNotifications.js"
 import * as Telemetry from "./RecoveryTelemetry.js"
+import * as Resumption from "./Resumption.js"
 import * as TransportError from "./TransportError.js"
 
 /**
@@ -129,12 +130,22 @@ type Outcome =
     readonly error: AttemptError
   }
 
+/** The next attempt continues the response of the one before it, and adds to what it had surfaced. */
+interface Pending {
+  readonly continuation: Resumption.Continuation
+  readonly responseId: string
+  readonly acc: Accumulator
+}
+
 /**
  * One run of the generation: the attempt. The sender reserves its send, once: the stream is given the scope's
  * allowance, observed. Its first reservation is the attempt's (`onStart` gets the number it got); a further one in
  * the same run (a capability fallback) first passes `resend`, the fleet's checks. A run that shows an event or ends
  * before reserving (a stream that is not a provider) is charged at that moment, so no output is committed without a
  * debit; a run that fails before reserving sent nothing (a request refused before it was sent, no attempt left).
+ *
+ * A continuation (see `Resumption`) runs with the accumulator of the attempt it continues, so the reply is the
+ * response's whole output; a provider's `Resumption.offer` goes to `offer`.
  */
 const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
   generation: Stream.Stream<Generation.GenerationEvent, E, R>,
@@ -142,10 +153,12 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   options: Options<RH>,
   notifications: RecoveryNotifications.Service,
   resend: Effect.Effect<void, Budget.BudgetExhausted>,
-  onStart: (attempt: number) => Effect.Effect<void>
+  onStart: (attempt: number) => Effect.Effect<void>,
+  carried: Accumulator | undefined,
+  offer: Resumption.Service
 ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
   Effect.gen(function*() {
-    const acc = new Accumulator(options.earlyBreakOnToolCall === true)
+    const acc = carried ?? new Accumulator(options.earlyBreakOnToolCall === true)
     const onChunk = options.hooks?.onChunk
     let attempt: number | undefined
     const start = Effect.flatMap(allowance.reserve, (n) => {
@@ -175,6 +188,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     }
     const result = yield* generation.pipe(
       Stream.provideService(Budget.Budget, observed),
+      Stream.provideService(Resumption.Resumption, offer),
       Stream.runForEach((event) =>
         attempt === undefined
           ? Effect.zipRight(
@@ -338,19 +352,150 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       | { readonly _tag: "Commit"; readonly reply: Generation.Reply }
       | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
       | { readonly _tag: "Retry"; readonly error: AttemptError; readonly delay: Duration.Duration }
+      | {
+        readonly _tag: "Resume"
+        readonly error: AttemptError
+        readonly delay: Duration.Duration
+        readonly pending: Pending
+      }
+
+    // The response the current attempt reads, when its provider offered one that can outlive the connection
+    // (`Resumption`); the continuation of a cut response runs with it.
+    let live: Resumption.Resumable | undefined
+    let pending: Pending | undefined
+    const offer: Resumption.Service = { offer: (resumable) => Effect.sync(() => (live = resumable)) }
+    const resumableNow = (): Resumption.Resumable | undefined =>
+      live !== undefined && !live.settled() && live.responseId() !== undefined ? live : undefined
+
+    // A response recovery leaves behind (it replays, gives up or is interrupted) is cancelled on the server, once:
+    // it would go on running and billing. Not a generation attempt; its failure is told, not raised.
+    const abandon: Effect.Effect<void> = Effect.suspend(() => {
+      const resumable = resumableNow()
+      live = undefined
+      if (resumable === undefined) return Effect.void
+      const responseId = resumable.responseId()!
+      return Effect.flatMap(Effect.either(resumable.cancel), (result) =>
+        Effect.zipRight(
+          notify(N.ResponseCancelled({ responseId, error: result._tag === "Left" ? result.left : undefined })),
+          Metric.increment(
+            Metric.tagged(Telemetry.cancels, "outcome", result._tag === "Left" ? "failed" : "cancelled")
+          )
+        ))
+    })
 
     // The attempt's send is reserved by the sender; this is what its reservation starts.
-    const onStart = (attempt: number) =>
+    const onStart = (resumed: Pending | undefined) => (attempt: number) =>
       Effect.suspend(() => {
         attemptsOfReply++
-        return Effect.zipRight(
-          notify(N.AttemptStarted({ attempt, maxAttempts: allowance.settings.maxAttempts })),
-          Metric.increment(Telemetry.attempts)
-        )
+        const maxAttempts = allowance.settings.maxAttempts
+        if (resumed === undefined) {
+          return Effect.zipRight(
+            notify(N.AttemptStarted({ attempt, maxAttempts })),
+            Metric.increment(Telemetry.attempts)
+          )
+        }
+        const { fromSequence, mode } = resumed.continuation
+        return Effect.all([
+          notify(N.AttemptResumed({ attempt, maxAttempts, responseId: resumed.responseId, fromSequence, mode })),
+          Metric.increment(Telemetry.attempts),
+          Metric.increment(Metric.tagged(Telemetry.resumes, "mode", mode)),
+          Effect.annotateCurrentSpan({
+            [A.responseId]: resumed.responseId,
+            [A.resumeFrom]: fromSequence,
+            [A.resumeMode]: mode
+          })
+        ], { discard: true })
+      })
+
+    // The next attempt when it continues the failed attempt's response: scheduled like a replay (the policy's wait,
+    // lengthened by Retry-After, within the deadline, debited from the fleet), except that nothing is discarded.
+    // `undefined`: the response cannot be continued, and the failure goes the usual way.
+    const resumeOf = (
+      resumable: Resumption.Resumable,
+      attempt: number,
+      acc: Accumulator,
+      error: ProviderFailure.ProviderFailure
+    ): Effect.Effect<Decision | undefined, never, never> =>
+      Effect.gen(function*() {
+        const verdict = Classification.classify(error)
+        const remainingAttempts = yield* allowance.remainingAttempts
+        if (remainingAttempts === 0) return undefined
+        const next = resumable.continuation({ error, retryable: verdict._tag === "Retryable", remainingAttempts })
+        if (Option.isNone(next)) return undefined
+        const continuation = next.value
+        const responseId = resumable.responseId()!
+        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+        if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
+          yield* fleet.pushback(
+            error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
+          )
+        }
+        yield* Effect.annotateCurrentSpan({
+          ...Telemetry.failureAttributes(error),
+          [A.retryable]: verdict._tag === "Retryable"
+        })
+        errors.push(annotate(error, acc.text.length))
+        let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
+        if (!continuation.immediate) {
+          const backoff = yield* planner.next
+          if (Option.isNone(backoff)) return stop(exhausted("Attempts"))
+          wait = Policy.lengthen(backoff.value, verdict._tag === "Retryable" ? verdict.retryAfter : Option.none())
+        }
+        const now = yield* Clock.currentTimeNanos
+        const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+        if (now + waitNanos >= allowance.deadlineAt) {
+          return stop(
+            wait.source === "retry-after"
+              ? exhausted("RetryAfterBeyondDeadline", wait.delay)
+              : exhausted("Deadline")
+          )
+        }
+        const withdrawal = yield* fleet.withdraw
+        if (!withdrawal.allowed) return stop(exhausted("FleetBudget"))
+        yield* Effect.annotateCurrentSpan({
+          [A.outcome]: "resumed",
+          [A.retryDelayMs]: Duration.toMillis(wait.delay),
+          [A.retryDelaySource]: wait.source,
+          [A.responseId]: responseId
+        })
+        yield* notify(N.RetryScheduled({
+          nextAttempt: attempt + 1,
+          delay: wait.delay,
+          delaySource: wait.source,
+          remainingAttempts,
+          remainingTime: Duration.nanos(allowance.deadlineAt - now),
+          resume: {
+            responseId,
+            fromSequence: continuation.fromSequence,
+            mode: continuation.mode,
+            keptChars: acc.text.length,
+            error
+          }
+        }))
+        yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
+        if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
+        return { _tag: "Resume", error, delay: wait.delay, pending: { continuation, responseId, acc } } as Decision
       })
 
     const decide = Effect.gen(function*() {
-      const outcome = yield* runAttempt(generation, allowance, options, notifications, resend, onStart)
+      const resumed = pending
+      pending = undefined
+      // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
+      if (resumed === undefined) live = undefined
+      const outcome = yield* runAttempt<
+        E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+        R | Budget.Budget,
+        RH
+      >(
+        resumed === undefined ? generation : resumed.continuation.stream,
+        allowance,
+        options,
+        notifications,
+        resend,
+        onStart(resumed),
+        resumed?.acc,
+        offer
+      )
       if (outcome.attempt === undefined) {
         // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
         const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
@@ -381,6 +526,12 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       }
 
       const { acc, error } = outcome
+      const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+      const resumable = replay ? resumableNow() : undefined
+      if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
+        const resume = yield* resumeOf(resumable, attempt, acc, error)
+        if (resume !== undefined) return resume
+      }
       yield* notify(
         N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
       )
@@ -390,7 +541,6 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         [A.discardedChars]: acc.text.length,
         [A.outcome]: "surfaced"
       })
-      const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
       if (Budget.isBudgetExhausted(error)) {
         return stop(
           fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
@@ -468,29 +618,47 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       )
     }
 
-    while (true) {
-      // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
-      // the send waits out a pause the fleet is in.
-      const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
-      if (Option.isSome(beyond)) return yield* exhausted("RetryAfterBeyondDeadline", beyond.value)
-      const decision = yield* attemptInSpan()
-
-      if (decision._tag === "Commit") {
-        const { reply } = decision
-        yield* notify(N.Committed({ reply }))
-        yield* Metric.increment(Telemetry.committed)
-        yield* Effect.annotateCurrentSpan(replyAttributes(reply))
-        if (options.hooks?.afterGeneration !== undefined) {
-          yield* Effect.mapError(
-            options.hooks.afterGeneration(reply),
-            (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
-          )
+    const attempts = Effect.gen(function*() {
+      while (true) {
+        // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
+        // the send waits out a pause the fleet is in.
+        const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
+        if (Option.isSome(beyond)) {
+          yield* abandon
+          return yield* exhausted("RetryAfterBeyondDeadline", beyond.value)
         }
-        return reply
+        const decision = yield* attemptInSpan()
+        switch (decision._tag) {
+          case "Commit":
+            live = undefined
+            return decision.reply
+          case "Stop":
+            yield* abandon
+            return yield* decision.stop
+          case "Retry":
+            yield* abandon
+            yield* Effect.sleep(decision.delay)
+            break
+          case "Resume":
+            pending = decision.pending
+            yield* Effect.sleep(decision.delay)
+            break
+        }
       }
-      if (decision._tag === "Stop") return yield* decision.stop
-      yield* Effect.sleep(decision.delay)
+    })
+
+    // Interrupted, recovery cancels the background response it was reading, if there is one.
+    const reply = yield* Effect.onInterrupt(attempts, () => abandon)
+    yield* notify(N.Committed({ reply }))
+    yield* Metric.increment(Telemetry.committed)
+    yield* Effect.annotateCurrentSpan(replyAttributes(reply))
+    if (options.hooks?.afterGeneration !== undefined) {
+      yield* Effect.mapError(
+        options.hooks.afterGeneration(reply),
+        (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
+      )
     }
+    return reply
   })).pipe(
     Effect.withSpan(Telemetry.SpanName.reply, { attributes: options.spanAttributes ?? {}, captureStackTrace: false })
   )

@@ -2,16 +2,22 @@
  * `RecoveryNotifications` is how a consumer that shows previews learns what a recovery scope is doing. For each
  * reply it receives, in order:
  *
- * 1. `AttemptStarted` for every physical send,
+ * 1. `AttemptStarted` for every physical send, or `AttemptResumed` for one that continues the response of the
+ *    attempt before it (see `Resumption`),
  * 2. `Preview` for each event of that attempt (attempt-local, not committed),
- * 3. on failure `AttemptDiscarded` (what the attempt had shown), then `RetryScheduled` when it will be replayed,
+ * 3. on failure `AttemptDiscarded` (what the attempt had shown), then `RetryScheduled` when it will be replayed;
+ *    or, when the next attempt continues the same response, `RetryScheduled` with `resume` and no discard: the
+ *    preview is kept, and the continuation's previews extend it,
  * 4. finally `Committed`, or `Exhausted` when recovery gave up, or `Failed` when the failure was not replayable.
  *
  * With a fleet (`FleetLimits`), `FleetPaused` comes before a send that waits for a pause other processes' pushback
  * set, and `FleetUnavailable` / `FleetRestored` say, once each, that the fleet's store went away (the scope goes on
  * with its local Budget) or came back.
  *
- * A consumer resets its attempt-local buffers on `AttemptDiscarded`. By default notifications go nowhere; bind them
+ * A background response that recovery leaves behind (it replays instead, gives up, or is interrupted) is cancelled on
+ * the server, and `ResponseCancelled` says how that went.
+ *
+ * A consumer resets its attempt-local buffers on `AttemptDiscarded`, never on `AttemptResumed`. By default notifications go nowhere; bind them
  * with {@link layerCallback}, {@link layerQueue} or {@link layerPubSub}.
  *
  * @since 0.1.0
@@ -26,6 +32,7 @@ import type * as Queue from "effect/Queue"
 import type * as Generation from "./Generation.js"
 import type * as Message from "./Message.js"
 import type * as Policy from "./Policy.js"
+import type * as Resumption from "./Resumption.js"
 
 /**
  * @since 0.1.0
@@ -33,6 +40,17 @@ import type * as Policy from "./Policy.js"
  */
 export type Notification = Data.TaggedEnum<{
   AttemptStarted: { readonly attempt: number; readonly maxAttempts: number }
+  /**
+   * The send `attempt` continues response `responseId` after its event `fromSequence`: what was previewed stays,
+   * and this attempt's previews come after it (`mode`: streaming the events again, or polling the response).
+   */
+  AttemptResumed: {
+    readonly attempt: number
+    readonly maxAttempts: number
+    readonly responseId: string
+    readonly fromSequence: number
+    readonly mode: Resumption.Mode
+  }
   Preview: { readonly attempt: number; readonly event: Generation.GenerationEvent }
   AttemptDiscarded: {
     readonly attempt: number
@@ -49,6 +67,17 @@ export type Notification = Data.TaggedEnum<{
     readonly remainingAttempts: number
     /** Time left until the deadline when the retry was scheduled. */
     readonly remainingTime: Duration.Duration
+    /**
+     * Set when the next attempt continues the failed attempt's response instead of replaying it: nothing was
+     * discarded (`keptChars` of preview stay), and `error` is why the attempt was cut.
+     */
+    readonly resume?: {
+      readonly responseId: string
+      readonly fromSequence: number
+      readonly mode: Resumption.Mode
+      readonly keptChars: number
+      readonly error: unknown
+    } | undefined
   }
   Committed: { readonly reply: Generation.Reply }
   /** Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. */
@@ -68,6 +97,11 @@ export type Notification = Data.TaggedEnum<{
   FleetUnavailable: { readonly detail: string }
   /** The fleet's store is back: limits are shared again. */
   FleetRestored: {}
+  /**
+   * Background response `responseId` was left behind and cancelled on the server: `error` is set when the cancel
+   * failed (recovery goes on either way).
+   */
+  ResponseCancelled: { readonly responseId: string; readonly error: unknown }
 }>
 
 /**

@@ -64,7 +64,10 @@ export const Attribute = {
   maxAttempts: "reprise.max_attempts",
   /** On the reply span: the physical sends this reply made. */
   attempts: "reprise.attempts",
-  /** `committed`, `retried`, or `surfaced` (the attempt's failure ended recovery). */
+  /**
+   * `committed`, `retried`, `resumed` (the next attempt continues this attempt's response), or `surfaced` (the
+   * attempt's failure ended recovery).
+   */
   outcome: "reprise.outcome",
   /** The error's class and reason, e.g. `TransportError.Reset`, `ProviderRejection.Authentication`. */
   errorClass: "reprise.error.class",
@@ -83,7 +86,13 @@ export const Attribute = {
   committedChars: "reprise.committed_chars",
   toolCalls: "reprise.tool_calls",
   /** On the reply span: why recovery ended (`Attempts`, `Deadline`, `RetryAfterBeyondDeadline`, `FleetBudget`). */
-  exhaustedReason: "reprise.exhausted.reason"
+  exhaustedReason: "reprise.exhausted.reason",
+  /** On an attempt that continues a response (see `Resumption`): the response's id. */
+  responseId: "reprise.resume.response_id",
+  /** On an attempt that continues a response: the sequence number it continues after. */
+  resumeFrom: "reprise.resume.from_sequence",
+  /** On an attempt that continues a response: `stream` or `poll`. */
+  resumeMode: "reprise.resume.mode"
 } as const
 
 /**
@@ -105,6 +114,28 @@ export const attempts: Metric.Metric.Counter<number> = Metric.counter("reprise.a
  */
 export const discards: Metric.Metric.Counter<number> = Metric.counter("reprise.discards", {
   description: "Failed attempts whose preview was discarded",
+  incremental: true
+})
+
+/**
+ * Attempts that continued the response of the attempt before them (see `Resumption`), tagged `mode`.
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const resumes: Metric.Metric.Counter<number> = Metric.counter("reprise.resumes", {
+  description: "Attempts that continued a cut response instead of replaying it, by mode",
+  incremental: true
+})
+
+/**
+ * Background responses recovery left behind and cancelled on the server, tagged `outcome` (`cancelled`, `failed`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const cancels: Metric.Metric.Counter<number> = Metric.counter("reprise.response_cancels", {
+  description: "Background responses cancelled on the server by recovery, by outcome",
   incremental: true
 })
 

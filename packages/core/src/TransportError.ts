@@ -35,6 +35,8 @@ export type TypeId = typeof TypeId
  * - `HttpStatus`: the server answered with a status that is not a success (see `status`).
  * - `ProviderError`: the stream carried an in-band error event (see `providerCode`).
  * - `TruncatedToolArguments`: a tool call's JSON arguments were still incomplete at EOF.
+ * - `ResumeGap`: a continued response did not continue what was surfaced: its first event after the cursor was
+ *   not the next one, or its final output does not extend the preview (see `Resumption`).
  *
  * @since 0.1.0
  * @category models
@@ -46,7 +48,8 @@ export const Reason = Schema.Literal(
   "Timeout",
   "HttpStatus",
   "ProviderError",
-  "TruncatedToolArguments"
+  "TruncatedToolArguments",
+  "ResumeGap"
 )
 
 /**
@@ -136,6 +139,8 @@ const describeReason = (error: TransportError): string => {
       return `provider error ${error.providerCode ?? "(no code)"}`
     case "TruncatedToolArguments":
       return "tool-call arguments truncated at end of stream"
+    case "ResumeGap":
+      return "the resumed response did not continue where it was cut"
   }
 }
 

@@ -66,6 +66,11 @@ export * as RecoveryTelemetry from "./RecoveryTelemetry.js"
 /**
  * @since 0.1.0
  */
+export * as Resumption from "./Resumption.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TransportError from "./TransportError.js"
 
 /**

@@ -34,22 +34,33 @@
  * @since 0.1.0
  */
 import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Budget from "@reprise/core/Budget"
 import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
+import * as Resumption from "@reprise/core/Resumption"
+import * as TransportError from "@reprise/core/TransportError"
+import * as Clock from "effect/Clock"
 import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type * as Types from "effect/Types"
+import * as Background from "./internal/background.js"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
 import { byType, guarded, isNullableString, nullable, optional } from "./internal/schema.js"
+import * as Send from "./internal/send.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
@@ -64,12 +75,24 @@ export const protocol = "openai-responses" as const
  * @since 0.1.0
  * @category models
  */
-export interface Options extends ProviderOptions.Options {}
+export interface Options extends ProviderOptions.Options {
+  /**
+   * How long a continuation waits between two polls of a background response that is still running (default 1
+   * second; see {@link makeVariant}).
+   */
+  readonly pollInterval?: Duration.DurationInput | undefined
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // events
 
 const NullableString = optional(nullable(Schema.String))
+
+/** Every event's `sequence_number`, which a resume counts from (see {@link makeVariant}, background responses). */
+const Sequence = optional(nullable(Schema.Number))
+
+const isNullableNumber = (u: unknown): u is number | null | undefined =>
+  u === undefined || u === null || typeof u === "number"
 
 const Usage = Schema.Struct({
   input_tokens: optional(nullable(Schema.Number)),
@@ -140,6 +163,7 @@ const isReasoning = (item: OutputItem): item is typeof ReasoningItem.Type => ite
  * @category schemas
  */
 export const Response = Schema.Struct({
+  id: NullableString,
   status: NullableString,
   output: optional(nullable(Schema.Array(OutputItem))),
   usage: optional(nullable(Usage)),
@@ -152,10 +176,16 @@ export const Response = Schema.Struct({
 // test/ResponsesEvent.test.ts). Decoding a delta this way costs about 0.1 µs, the schema's own parse several times
 // that, and the untyped event schema these replaced about 0.6 µs (median of 16 interleaved runs each).
 
-/** A `delta` event's guard: `delta` absent, `null` or a string. */
-const deltaGuard = <T extends string>(input: { readonly delta?: unknown }, type: T) => {
+/** A `delta` event's guard: `delta` absent, `null` or a string; `sequence_number` absent, `null` or a number. */
+const deltaGuard = <T extends string>(
+  input: { readonly delta?: unknown; readonly sequence_number?: unknown },
+  type: T
+) => {
   const delta = input.delta
-  return delta === undefined ? { type } : isNullableString(delta) ? { type, delta } : undefined
+  const sequence = input.sequence_number
+  if (!isNullableString(delta) || !isNullableNumber(sequence)) return undefined
+  if (sequence === undefined) return delta === undefined ? { type } : { type, delta }
+  return delta === undefined ? { type, sequence_number: sequence } : { type, delta, sequence_number: sequence }
 }
 
 /**
@@ -167,7 +197,8 @@ const deltaGuard = <T extends string>(input: { readonly delta?: unknown }, type:
 export const OutputTextDelta = guarded(
   Schema.Struct({
     type: Schema.Literal("response.output_text.delta"),
-    delta: NullableString
+    delta: NullableString,
+    sequence_number: Sequence
   }),
   deltaGuard
 )
@@ -181,7 +212,8 @@ export const OutputTextDelta = guarded(
 export const ReasoningDelta = guarded(
   Schema.Struct({
     type: Schema.Literal("response.reasoning_summary_text.delta", "response.reasoning_text.delta"),
-    delta: NullableString
+    delta: NullableString,
+    sequence_number: Sequence
   }),
   deltaGuard
 )
@@ -195,13 +227,15 @@ export const ReasoningDelta = guarded(
 export const OutputItemEvent = Schema.Struct({
   type: Schema.Literal("response.output_item.added", "response.output_item.done"),
   output_index: optional(nullable(Schema.Number)),
-  item: optional(nullable(OutputItem))
+  item: optional(nullable(OutputItem)),
+  sequence_number: Sequence
 })
 
 const ArgumentsDelta = Schema.Struct({
   type: Schema.Literal("response.function_call_arguments.delta"),
   item_id: NullableString,
-  delta: NullableString
+  delta: NullableString,
+  sequence_number: Sequence
 })
 
 /**
@@ -213,10 +247,12 @@ const ArgumentsDelta = Schema.Struct({
 export const FunctionCallArgumentsDelta = guarded(ArgumentsDelta, (input, type) => {
   const itemId = input.item_id
   const delta = input.delta
-  if (!isNullableString(itemId) || !isNullableString(delta)) return undefined
+  const sequence = input.sequence_number
+  if (!isNullableString(itemId) || !isNullableString(delta) || !isNullableNumber(sequence)) return undefined
   const out: Types.Mutable<typeof ArgumentsDelta.Type> = { type }
   if (itemId !== undefined) out.item_id = itemId
   if (delta !== undefined) out.delta = delta
+  if (sequence !== undefined) out.sequence_number = sequence
   return out
 })
 
@@ -229,7 +265,8 @@ export const FunctionCallArgumentsDelta = guarded(ArgumentsDelta, (input, type) 
 export const FunctionCallArgumentsDone = Schema.Struct({
   type: Schema.Literal("response.function_call_arguments.done"),
   item_id: NullableString,
-  arguments: NullableString
+  arguments: NullableString,
+  sequence_number: Sequence
 })
 
 /**
@@ -241,7 +278,8 @@ export const FunctionCallArgumentsDone = Schema.Struct({
  */
 export const TerminalEvent = Schema.Struct({
   type: Schema.Literal("response.completed", "response.done", "response.incomplete"),
-  response: optional(nullable(Response))
+  response: optional(nullable(Response)),
+  sequence_number: Sequence
 })
 
 /**
@@ -250,7 +288,8 @@ export const TerminalEvent = Schema.Struct({
  */
 export const FailedEvent = Schema.Struct({
   type: Schema.Literal("response.failed"),
-  response: optional(nullable(Response))
+  response: optional(nullable(Response)),
+  sequence_number: Sequence
 })
 
 /**
@@ -263,7 +302,8 @@ export const ErrorEvent = Schema.Struct({
   type: Schema.Literal("error"),
   code: NullableString,
   message: NullableString,
-  error: optional(nullable(ErrorObject))
+  error: optional(nullable(ErrorObject)),
+  sequence_number: Sequence
 })
 
 /**
@@ -293,7 +333,8 @@ export const readEvents = [
  */
 export const OtherEvent = Schema.Struct({
   type: Schema.String,
-  response: optional(nullable(Response))
+  response: optional(nullable(Response)),
+  sequence_number: Sequence
 })
 
 /**
@@ -318,6 +359,64 @@ const readTypes: ReadonlySet<string> = new Set(readEvents.flatMap((event) => eve
 
 // `ResponsesEvent` decodes a value of one of these types with that type's schema (see `byType`).
 const isRead = (event: ResponsesEvent): event is ReadEvent => readTypes.has(event.type)
+
+/**
+ * An assistant `message` output item, as a poll reads it: the texts of its `output_text` parts.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const MessageItem = Schema.Struct({
+  type: Schema.Literal("message"),
+  content: optional(nullable(Schema.Array(Schema.Struct({ type: Schema.String, text: NullableString }))))
+}).annotations({ identifier: "MessageItem" })
+
+/**
+ * The response object a poll (`GET {base}/responses/{id}`) answers, as far as a continuation reads it: the
+ * {@link Response} and the texts of its messages, whose concatenation is the reply's text.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const PolledResponse = Schema.Struct({
+  ...Response.fields,
+  output: optional(nullable(Schema.Array(byType(
+    [FunctionCallItem, ReasoningItem, MessageItem],
+    Schema.Struct({
+      type: Schema.String
+    })
+  ))))
+}).annotations({ identifier: "PolledResponse" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type PolledResponse = typeof PolledResponse.Type
+
+const decodePolled = Schema.decodeUnknownEither(PolledResponse)
+
+/** The reply's text in a response object: its messages' `output_text` parts, in order, with nothing inserted. */
+const outputText = (response: PolledResponse): string => {
+  let text = ""
+  for (const item of response.output ?? []) {
+    if (item.type !== "message") continue
+    for (const part of (item as typeof MessageItem.Type).content ?? []) {
+      if (part.type === "output_text" && typeof part.text === "string") text += part.text
+    }
+  }
+  return text
+}
+
+/** The reasoning summaries in a response object, in order. */
+const summaryText = (response: PolledResponse): string => {
+  let text = ""
+  for (const item of response.output ?? []) {
+    if (item.type !== "reasoning") continue
+    for (const s of (item as typeof ReasoningItem.Type).summary ?? []) if (typeof s.text === "string") text += s.text
+  }
+  return text
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // the request
@@ -384,7 +483,8 @@ export const reasoningItems = (
  * The JSON body of a request: `model`, `instructions` (the system text), `input` (messages, `function_call` and
  * `function_call_output` items, an assistant message's {@link reasoningItems} first), `tools`, `tool_choice` ({@link toolChoice}, only with tools), `text`
  * ({@link textFormat}, for a `responseFormat`), `max_output_tokens` and `stream: true`. A request without
- * `toolChoice` and `responseFormat` has neither field.
+ * `toolChoice` and `responseFormat` has neither field. `background: true` for a request with `background`, on
+ * `openai-responses` only (a `subscription` backend stores nothing, so it has no background responses).
  *
  * @since 0.1.0
  * @category request
@@ -435,6 +535,7 @@ export const requestBody = (
     ...(choice !== undefined ? { tool_choice: toolChoice(choice) } : {}),
     ...(request.responseFormat !== undefined ? { text: textFormat(request.responseFormat) } : {}),
     ...(request.maxTokens !== undefined ? { max_output_tokens: request.maxTokens } : {}),
+    ...(request.background === true && protocol === "openai-responses" ? { background: true } : {}),
     stream: true
   }
 }
@@ -475,29 +576,100 @@ const inBand = (
   })
 
 /**
+ * What the stream of a background response knows of it, for its continuation: its id, the last `sequence_number`
+ * read (the cursor), and the text and reasoning surfaced so far.
+ */
+interface Tracker {
+  responseId: string | undefined
+  cursor: number | undefined
+  /** Set by a resume: the first event it reads must have this number. */
+  expect: number | undefined
+  /** An event came without a number: the stream cannot be continued from a cursor. */
+  unnumbered: boolean
+  /** The response failed or was refused in-band: it is over on the server. */
+  settled: boolean
+  text: string
+  reasoning: string
+  /** The failures that refuse a resume (a 400 or 404 answer, a gap): the continuation polls instead. */
+  readonly refusals: WeakSet<object>
+}
+
+const gap = (protocol: string, expected: number, got: number | undefined): TransportError.TransportError =>
+  new TransportError.TransportError({
+    reason: "ResumeGap",
+    detail: `${protocol}: the resumed stream began with ${
+      got === undefined ? "an event without a sequence_number" : `event ${got}`
+    }, not event ${expected}`
+  })
+
+/**
+ * Follows a background response's numbering: an event at or before the cursor was surfaced already (a duplicate,
+ * dropped: `"duplicate"`), the first one a resume reads must come right after the cursor (otherwise the gap's
+ * failure), and every other one moves the cursor.
+ */
+const follow = (
+  protocol: string,
+  track: Tracker,
+  event: ResponsesEvent
+): "duplicate" | TransportError.TransportError | undefined => {
+  const sequence = event.sequence_number
+  if (typeof sequence !== "number") {
+    if (track.expect !== undefined) {
+      const failure = gap(protocol, track.expect, undefined)
+      track.refusals.add(failure)
+      return failure
+    }
+    track.unnumbered = true
+    return undefined
+  }
+  if (track.cursor !== undefined && sequence <= track.cursor) return "duplicate"
+  if (track.expect !== undefined && sequence !== track.expect) {
+    const failure = gap(protocol, track.expect, sequence)
+    track.refusals.add(failure)
+    return failure
+  }
+  track.expect = undefined
+  track.cursor = sequence
+  if (track.responseId === undefined && "response" in event) {
+    const id = event.response?.id
+    if (typeof id === "string") track.responseId = id
+  }
+  return undefined
+}
+
+/**
  * The Responses state machine. With `doneIsTerminal`, `data: [DONE]` is a terminal too (subscription backends);
- * without it, `[DONE]` before a terminal event ends the stream as a premature EOF.
+ * without it, `[DONE]` before a terminal event ends the stream as a premature EOF. With `track` (a background
+ * response), events are followed by their numbers (`follow`) and what is surfaced is kept, for a continuation;
+ * `complete` ends the reply from a polled response object.
  */
 const decoder = (
   protocol: Variant["protocol"],
   settings: Settings.Settings,
   context: { readonly requestId: string | undefined },
-  doneIsTerminal: boolean
+  doneIsTerminal: boolean,
+  track?: Tracker | undefined
 ) => {
   const decodeEvent = SseInternal.jsonDecoder(ResponsesEvent, settings)
   // A `keepalive` event (sent during long server-side work) is not progress, like an SSE comment or a `ping`.
-  const decode: SseInternal.Decode<Event> = (event: SseInternal.Event) =>
-    event.data.trim() === "[DONE]"
-      ? Either.right(Option.some(done))
-      : Either.map(
-        decodeEvent(event),
-        (e) =>
-          isRead(e)
-            ? Option.some<Event>({ _tag: "Event", event: e })
-            : e.type === "keepalive"
-            ? Option.none()
-            : Option.some(other)
-      )
+  const decode: SseInternal.Decode<Event> = (event: SseInternal.Event) => {
+    if (event.data.trim() === "[DONE]") return Either.right(Option.some(done))
+    const decoded = decodeEvent(event)
+    if (decoded._tag === "Left") return Either.left(decoded.left)
+    const e = decoded.right
+    if (track !== undefined) {
+      const followed = follow(protocol, track, e)
+      if (followed === "duplicate") return Either.right(Option.none())
+      if (followed !== undefined) return Either.left(followed)
+    }
+    return Either.right(
+      isRead(e)
+        ? Option.some<Event>({ _tag: "Event", event: e })
+        : e.type === "keepalive"
+        ? Option.none()
+        : Option.some(other)
+    )
+  }
 
   const calls = new Map<string, StreamedCall>()
   // reasoning items already emitted, by id: the terminal's output repeats them
@@ -604,16 +776,16 @@ const decoder = (
     switch (event.type) {
       case "response.output_text.delta": {
         const text = event.delta
-        return Either.right(
-          text !== undefined && text !== null && text.length > 0 ? [Generation.TextDelta({ text })] : []
-        )
+        if (text === undefined || text === null || text.length === 0) return Either.right([])
+        if (track !== undefined) track.text += text
+        return Either.right([Generation.TextDelta({ text })])
       }
       case "response.reasoning_summary_text.delta":
       case "response.reasoning_text.delta": {
         const text = event.delta
-        return Either.right(
-          text !== undefined && text !== null && text.length > 0 ? [Generation.ReasoningDelta({ text })] : []
-        )
+        if (text === undefined || text === null || text.length === 0) return Either.right([])
+        if (track !== undefined && event.type === "response.reasoning_summary_text.delta") track.reasoning += text
+        return Either.right([Generation.ReasoningDelta({ text })])
       }
       case "response.output_item.added":
       case "response.output_item.done": {
@@ -681,11 +853,65 @@ const decoder = (
   }
 
   const machine: SseInternal.Machine<Event> = {
-    step,
+    // an event the machine fails on (an in-band error, a failed response, calls that cannot be completed at the
+    // terminal) ends the response on the server too
+    step: track === undefined ? step : (input) => {
+      const stepped = step(input)
+      if (stepped._tag === "Left") track.settled = true
+      return stepped
+    },
     done: () => finished,
     end: (failure) => Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
   }
-  return { decode, machine }
+
+  /**
+   * The rest of the reply from a finished response object (a poll): what its final text adds to the text surfaced
+   * (a final text that does not begin with it is a `ResumeGap`: never a duplicated prefix, never a hole), the same
+   * for its reasoning summaries (only when they extend what was shown), then the terminal's events: its reasoning
+   * items and function calls not yet emitted, usage and the finish. A `failed` response is its in-band error, a
+   * `cancelled` one a permanent `ProviderError{providerCode: "cancelled"}`.
+   */
+  const complete = (
+    response: PolledResponse
+  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
+    const status = response.status ?? "completed"
+    if (status === "failed" || status === "cancelled") {
+      if (track !== undefined) track.settled = true
+      return Either.left(
+        status === "failed"
+          ? inBand(settings, context.requestId, response.error, {})
+          : new TransportError.TransportError({
+            reason: "ProviderError",
+            providerCode: "cancelled",
+            detail: `${protocol}: the response was cancelled on the server`
+          })
+      )
+    }
+    const shown = track?.text ?? ""
+    const text = outputText(response)
+    if (!text.startsWith(shown)) {
+      return Either.left(
+        new TransportError.TransportError({
+          reason: "ResumeGap",
+          detail:
+            `${protocol}: the response's final text (${text.length} characters) does not begin with the ${shown.length} characters surfaced`
+        })
+      )
+    }
+    const out: Array<Generation.GenerationEvent> = []
+    if (text.length > shown.length) out.push(Generation.TextDelta({ text: text.slice(shown.length) }))
+    if (track !== undefined) track.text = text
+    const summary = summaryText(response)
+    const thought = track?.reasoning ?? ""
+    if (summary.length > thought.length && summary.startsWith(thought)) {
+      out.push(Generation.ReasoningDelta({ text: summary.slice(thought.length) }))
+    }
+    return Either.map(
+      terminal(response as typeof Response.Type, status === "incomplete" ? "incomplete" : status),
+      (events) => [...out, ...events]
+    )
+  }
+  return { decode, machine, complete }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -708,6 +934,11 @@ export interface Variant {
    * `[DONE]` before a terminal event is a premature EOF.
    */
   readonly doneIsTerminal: boolean
+  /**
+   * The backend keeps background responses (`background: true`), which a cut stream continues instead of
+   * replaying: `openai-responses` does; `subscription` does not (it stores nothing).
+   */
+  readonly background?: boolean | undefined
 }
 
 /**
@@ -721,22 +952,169 @@ export const makeVariant =
     Effect.map(HttpClient.HttpClient, (client) => {
       const settings = Settings.settings(variant.protocol, options)
       const url = Settings.endpoint(settings.baseUrl, "/responses")
-      return Internal.makeService({
+      const spec = (request: Generation.GenerationRequest): Send.RequestSpec => ({
+        url,
+        headers: {},
+        apiKeyHeader: "authorization",
+        body: variant.requestBody(request),
+        fallbacks
+      })
+      const plain = Internal.makeService({
         protocol: variant.protocol,
         client,
         settings,
-        request: (request) => ({
-          url,
-          headers: {},
-          apiKeyHeader: "authorization",
-          body: variant.requestBody(request),
-          fallbacks
-        }),
+        request: spec,
         decoder: (context) => decoder(variant.protocol, settings, context, variant.doneIsTerminal)
       })
+      if (variant.background !== true) return plain
+      const pollInterval = pollIntervalOf(options)
+      return {
+        protocol: variant.protocol,
+        stream: (request) =>
+          request.background === true
+            ? backgroundStream(variant, client, settings, pollInterval, spec(request), request)
+            : plain.stream(request)
+      }
     })
 
-const variant = makeVariant({ protocol, requestBody, doneIsTerminal: false })
+/** The wait between two polls of a continuation: `pollInterval`, default 1 second. */
+const pollIntervalOf = (options: Options): Duration.Duration => {
+  const interval = options.pollInterval === undefined ? Duration.seconds(1) : Duration.decode(options.pollInterval)
+  if (!Duration.isFinite(interval) || Duration.lessThanOrEqualTo(interval, Duration.zero)) {
+    throw new RangeError(`pollInterval must be a positive, finite duration, got ${Duration.format(interval)}`)
+  }
+  return interval
+}
+
+/**
+ * A background response: the send, and the continuations it offers to the recovery scope (`Resumption`). One
+ * machine reads the send and every continuation, so its calls, reasoning and cursor carry over.
+ *
+ * - A **resume** (after a cut stream, or a retryable failure of a resume) is one send,
+ *   `GET …/responses/{id}?stream=true&starting_after=N`, N the cursor; the events it reads at or before N are
+ *   dropped, and its first event after them must be N + 1 (otherwise a `ResumeGap`).
+ * - A **poll** follows a refused resume (a 400, such as "can no longer be streamed", or a 404; a gap) at once, and
+ *   takes the scope's last send in place of a resume: its first `GET` is the send, then it polls every
+ *   `pollInterval` (not debited) until the response is finished, within the deadline, and emits the rest of the
+ *   reply (`complete`).
+ * - Nothing continues a response that failed on the server, a stream without sequence numbers, a failure that is
+ *   not retryable (other than a refusal), or a failed poll: that attempt is replayed, as before.
+ * - `cancel` posts `{base}/responses/{id}/cancel`, not debited.
+ */
+const backgroundStream = (
+  variant: Variant,
+  client: HttpClient.HttpClient,
+  settings: Settings.Settings,
+  pollInterval: Duration.Duration,
+  spec: Send.RequestSpec,
+  request: Generation.GenerationRequest
+): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure | Budget.BudgetExhausted, Budget.Budget> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const refused = RequestChecks.check(variant.protocol, request, settings.scrub)
+    if (refused !== undefined) return yield* Effect.fail(refused)
+    const track: Tracker = {
+      responseId: undefined,
+      cursor: undefined,
+      expect: undefined,
+      unnumbered: false,
+      settled: false,
+      text: "",
+      reasoning: "",
+      refusals: new WeakSet()
+    }
+    const context: { requestId: string | undefined } = { requestId: undefined }
+    const { complete, decode, machine } = decoder(variant.protocol, settings, context, variant.doneIsTerminal, track)
+    const read = (response: HttpClientResponse.HttpClientResponse) => {
+      context.requestId = Option.getOrUndefined(Send.responseRequestId(response, settings.scrub))
+      return SseInternal.run({ body: response.stream, settings, decode, machine, requestId: context.requestId })
+    }
+
+    const resume = (id: string, after: number) =>
+      Stream.unwrap(
+        Background.resume(client, settings, id, after).pipe(
+          Effect.tapError((error) =>
+            Effect.sync(() => {
+              const status = "status" in error ? error.status : undefined
+              if (status === 400 || status === 404) track.refusals.add(error)
+            })
+          ),
+          Effect.map((response) => {
+            track.expect = after + 1
+            return read(response)
+          })
+        )
+      )
+
+    const poll = (id: string) =>
+      Stream.unwrap(Effect.gen(function*() {
+        const allowance = yield* Budget.Budget
+        let debit = true
+        while (true) {
+          const body = yield* Background.poll(client, settings, id, debit)
+          debit = false
+          const decoded = decodePolled(body)
+          if (Either.isLeft(decoded)) {
+            return yield* Effect.fail(
+              new ProviderRejection.ProviderRejection({
+                reason: "MalformedStream",
+                detail: settings.scrub(
+                  `${variant.protocol}: the polled response is not a response object: ${
+                    ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+                  }`
+                )
+              })
+            )
+          }
+          const response = decoded.right
+          if (response.status === "queued" || response.status === "in_progress") {
+            const now = yield* Clock.currentTimeNanos
+            if (now + Option.getOrElse(Duration.toNanos(pollInterval), () => 0n) >= allowance.deadlineAt) {
+              return yield* Background.deadlineExhausted(allowance)
+            }
+            yield* Effect.sleep(pollInterval)
+            continue
+          }
+          const events = complete(response)
+          if (Either.isLeft(events)) return yield* Effect.fail(events.left)
+          return Stream.fromIterable(events.right)
+        }
+      }))
+
+    // the mode of the last continuation: a failed poll is not continued again
+    let last: Resumption.Mode | undefined
+    const continuation = (
+      mode: Resumption.Mode,
+      id: string,
+      from: number,
+      immediate: boolean
+    ): Option.Option<Resumption.Continuation> => {
+      last = mode
+      return Option.some({
+        mode,
+        fromSequence: from,
+        immediate,
+        stream: mode === "stream" ? resume(id, from) : poll(id)
+      })
+    }
+    yield* Resumption.offer({
+      responseId: () => track.responseId,
+      settled: () => track.settled || machine.done(),
+      continuation: ({ error, remainingAttempts, retryable }) => {
+        const id = track.responseId
+        const from = track.cursor
+        if (id === undefined || from === undefined || track.unnumbered || last === "poll") return Option.none()
+        if (track.refusals.has(error)) return continuation("poll", id, from, true)
+        if (!retryable) return Option.none()
+        return continuation(remainingAttempts <= 1 ? "poll" : "stream", id, from, false)
+      },
+      cancel: Effect.suspend(() =>
+        track.responseId === undefined ? Effect.void : Background.cancel(client, settings, track.responseId)
+      )
+    })
+    return read(yield* Send.open(client, spec, settings))
+  }))
+
+const variant = makeVariant({ protocol, requestBody, doneIsTerminal: false, background: true })
 
 /**
  * A Responses provider over the `HttpClient` in context (use `NodeHttpClient.layerUndici`).

@@ -37,21 +37,50 @@ export const send = (
   HttpClientResponse.HttpClientResponse,
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
   Budget.Budget
-> =>
-  Effect.zipRight(
-    Budget.reserve,
-    client.execute(request).pipe(
-      Effect.mapError((error) => fromRequestError(error, settings.scrub)),
-      Effect.timeoutFail({
-        duration: settings.firstByteTimeout,
-        onTimeout: () =>
-          new TransportError.TransportError({
-            reason: "Timeout",
-            detail: `no response headers within ${Duration.format(settings.firstByteTimeout)}`
-          })
-      })
-    )
+> => Effect.zipRight(Budget.reserve, execute(client, request, settings))
+
+/**
+ * The request without a debit, bounded by the first-byte timeout: for the requests that are not generation sends
+ * (a background response's follow-up polls and its cancel).
+ *
+ * @internal
+ */
+export const execute = (
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  settings: Settings
+): Effect.Effect<HttpClientResponse.HttpClientResponse, ProviderFailure.ProviderFailure> =>
+  client.execute(request).pipe(
+    Effect.mapError((error) => fromRequestError(error, settings.scrub)),
+    Effect.timeoutFail({
+      duration: settings.firstByteTimeout,
+      onTimeout: () =>
+        new TransportError.TransportError({
+          reason: "Timeout",
+          detail: `no response headers within ${Duration.format(settings.firstByteTimeout)}`
+        })
+    })
   )
+
+/**
+ * A response as a success (2xx, without a content encoding) or its typed failure (`ProviderFailure.fromHttpStatus`),
+ * with no fallback: for requests without optional parameters.
+ *
+ * @internal
+ */
+export const succeeded = (
+  response: HttpClientResponse.HttpClientResponse,
+  settings: Settings
+): Effect.Effect<HttpClientResponse.HttpClientResponse, ProviderFailure.ProviderFailure> => {
+  if (response.status >= 200 && response.status < 300) {
+    const encoding = contentEncoding(response.headers)
+    return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
+  }
+  return Effect.flatMap(
+    readFailure(response, settings),
+    (failure) => Effect.fail(ProviderFailure.fromHttpStatus(failure.input))
+  )
+}
 
 /**
  * The description of a request: where to post the JSON body, with which headers, and which optional parameters may
