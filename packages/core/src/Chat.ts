@@ -59,6 +59,11 @@ export interface Options<EC = never, RC = never, RH = never> {
   readonly model: string
   readonly system?: string | undefined
   readonly maxTokens?: number | undefined
+  /**
+   * Every reply of the step in the provider's background mode, where its protocol has one: a cut stream is
+   * continued, not replayed (see `Generation.GenerationRequest.background`).
+   */
+  readonly background?: boolean | undefined
   /** The most replies one step may request (the first included). Default {@link defaultMaxSteps}. */
   readonly maxSteps?: number | undefined
   /**
@@ -170,7 +175,8 @@ export const step = <EC = never, RC = never, RH = never>(
         messages: [...transcript, ...committed],
         system: options.system,
         maxTokens: options.maxTokens,
-        tools: toolkit.definitions.length === 0 ? undefined : toolkit.definitions
+        tools: toolkit.definitions.length === 0 ? undefined : toolkit.definitions,
+        ...(options.background === true ? { background: true } : {})
       }, recovery)
       const message = reply.message
       yield* commit(Commit.Reply({ reply, message }))

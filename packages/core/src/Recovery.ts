@@ -641,7 +641,8 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             break
           case "Resume":
             pending = decision.pending
-            yield* Effect.sleep(decision.delay)
+            // a poll after a refusal has nothing to wait out
+            if (Duration.greaterThan(decision.delay, Duration.zero)) yield* Effect.sleep(decision.delay)
             break
         }
       }

@@ -590,8 +590,6 @@ interface Tracker {
   settled: boolean
   text: string
   reasoning: string
-  /** The failures that refuse a resume (a 400 or 404 answer, a gap): the continuation polls instead. */
-  readonly refusals: WeakSet<object>
 }
 
 const gap = (protocol: string, expected: number, got: number | undefined): TransportError.TransportError =>
@@ -614,20 +612,12 @@ const follow = (
 ): "duplicate" | TransportError.TransportError | undefined => {
   const sequence = event.sequence_number
   if (typeof sequence !== "number") {
-    if (track.expect !== undefined) {
-      const failure = gap(protocol, track.expect, undefined)
-      track.refusals.add(failure)
-      return failure
-    }
+    if (track.expect !== undefined) return gap(protocol, track.expect, undefined)
     track.unnumbered = true
     return undefined
   }
   if (track.cursor !== undefined && sequence <= track.cursor) return "duplicate"
-  if (track.expect !== undefined && sequence !== track.expect) {
-    const failure = gap(protocol, track.expect, sequence)
-    track.refusals.add(failure)
-    return failure
-  }
+  if (track.expect !== undefined && sequence !== track.expect) return gap(protocol, track.expect, sequence)
   track.expect = undefined
   track.cursor = sequence
   if (track.responseId === undefined && "response" in event) {
@@ -1019,8 +1009,7 @@ const backgroundStream = (
       unnumbered: false,
       settled: false,
       text: "",
-      reasoning: "",
-      refusals: new WeakSet()
+      reasoning: ""
     }
     const context: { requestId: string | undefined } = { requestId: undefined }
     const { complete, decode, machine } = decoder(variant.protocol, settings, context, variant.doneIsTerminal, track)
@@ -1031,18 +1020,10 @@ const backgroundStream = (
 
     const resume = (id: string, after: number) =>
       Stream.unwrap(
-        Background.resume(client, settings, id, after).pipe(
-          Effect.tapError((error) =>
-            Effect.sync(() => {
-              const status = "status" in error ? error.status : undefined
-              if (status === 400 || status === 404) track.refusals.add(error)
-            })
-          ),
-          Effect.map((response) => {
-            track.expect = after + 1
-            return read(response)
-          })
-        )
+        Effect.map(Background.resume(client, settings, id, after), (response) => {
+          track.expect = after + 1
+          return read(response)
+        })
       )
 
     const poll = (id: string) =>
@@ -1082,6 +1063,14 @@ const backgroundStream = (
 
     // the mode of the last continuation: a failed poll is not continued again
     let last: Resumption.Mode | undefined
+    // A resume the server refused: it answered 400 (a response too old to stream) or 404, or the stream it sent
+    // did not continue the cursor. Told by what the failure says, not by its identity: a failure crossing a span is
+    // a proxy of the one raised.
+    const refusal = (error: ProviderFailure.ProviderFailure): boolean =>
+      last === "stream" && (
+        error.status === 400 || error.status === 404 ||
+        (TransportError.isTransportError(error) && error.reason === "ResumeGap")
+      )
     const continuation = (
       mode: Resumption.Mode,
       id: string,
@@ -1103,7 +1092,7 @@ const backgroundStream = (
         const id = track.responseId
         const from = track.cursor
         if (id === undefined || from === undefined || track.unnumbered || last === "poll") return Option.none()
-        if (track.refusals.has(error)) return continuation("poll", id, from, true)
+        if (refusal(error)) return continuation("poll", id, from, true)
         if (!retryable) return Option.none()
         return continuation(remainingAttempts <= 1 ? "poll" : "stream", id, from, false)
       },

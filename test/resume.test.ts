@@ -1,0 +1,531 @@
+/**
+ * resume: a cut background response of the Responses API continues as the same response (`Resumption`) instead of
+ * being regenerated, through the real provider layer and undici against the loopback simulator's background
+ * responses. For every cut point of recorded captures, the committed reply equals the uncut one and the previews
+ * never show a character twice; a gap and a duplicate; an expired response (the poll fallback surfaces the suffix
+ * only); a refused resume whose poll fails too (then replay, as before); the cancel sent once when recovery gives up
+ * or is interrupted; Retry-After on a resume; a tool call of a resumed response run once. Every wait that a test
+ * asserts runs under TestClock; the sweeps run on the live clock with 5 ms backoffs.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Budget from "@reprise/core/Budget"
+import * as Chat from "@reprise/core/Chat"
+import type * as Generation from "@reprise/core/Generation"
+import * as Policy from "@reprise/core/Policy"
+import * as Recovery from "@reprise/core/Recovery"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
+import { Duration, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { countingTool, provider, recorder } from "./support/chat.js"
+import {
+  awaitSleepUntil,
+  committed,
+  failure,
+  type Notification,
+  ofTag,
+  type Outcome,
+  script,
+  simulator,
+  start,
+  when
+} from "./support/e2e.js"
+
+const route = "openai-responses" as const
+const recordedDir = Path.resolve(
+  Path.dirname(fileURLToPath(import.meta.url)),
+  "../../shared/fixtures/recorded/openai-responses"
+)
+const capture = (name: string) => Path.join(recordedDir, name)
+
+const request = (background: boolean): Generation.GenerationRequest => ({
+  model: "sim-model",
+  messages: [{ role: "user", text: "hello" }],
+  ...(background ? { background: true } : {})
+})
+
+const text = "A long answer that survives two dropped connections, word after word, to its very end."
+
+/** Live-clock backoff for the sweeps: 5 ms, doubling, at most 20 ms, no jitter. */
+const livePolicy = Policy.layer({ backoffBase: Duration.millis(5), backoffMax: Duration.millis(20), jitter: false })
+/** TestClock backoff: 10 ms, doubling, at most 40 ms, no jitter. */
+const testPolicy = Policy.layer({ backoffBase: Duration.millis(10), backoffMax: Duration.millis(40), jitter: false })
+
+const counts = Effect.gen(function*() {
+  const sim = yield* Simulator.Simulator
+  return {
+    send: yield* sim.count(route, "send"),
+    resume: yield* sim.count(route, "resume"),
+    poll: yield* sim.count(route, "poll"),
+    cancel: yield* sim.count(route, "cancel")
+  }
+})
+
+/** Every text preview, in order, across attempts: what a consumer that keeps resumed previews has shown. */
+const shown = (notes: ReadonlyArray<Notification>): string => {
+  let out = ""
+  for (const n of notes) {
+    if (n._tag === "AttemptDiscarded") out = out.slice(0, out.length - n.discardedText.length)
+    if (n._tag === "Preview" && n.event._tag === "TextDelta") out += n.event.text
+  }
+  return out
+}
+
+/** The parts of a reply a resume must not change. */
+const essence = (reply: Generation.Reply) => ({
+  text: reply.text,
+  toolCalls: reply.toolCalls,
+  finishReason: reply.finishReason,
+  reasoningParts: reply.reasoningParts,
+  usage: reply.usage
+})
+
+/** The chunk lines of a capture (one JSON event each). */
+const chunks = (name: string): Array<Record<string, any>> =>
+  Fs.readFileSync(capture(name), "utf8").split("\n").filter((line) => line.trim().length > 0).map((line) =>
+    JSON.parse(line)
+  )
+
+/** Events of a capture through its first terminal (what a background response keeps). */
+const eventsOf = (name: string) => {
+  const all = chunks(name)
+  const terminal = all.findIndex((e) =>
+    ["response.completed", "response.incomplete", "response.failed", "response.done"].includes(e.type)
+  )
+  return terminal === -1 ? all : all.slice(0, terminal + 1)
+}
+
+const sse = (events: ReadonlyArray<Record<string, unknown>>): string =>
+  events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("")
+
+const sseStep = (body: string): SimulatorScript.Step => ({
+  kind: "status",
+  status: 200,
+  headers: { "content-type": "text/event-stream" },
+  body
+})
+
+const run = (options: Parameters<typeof start>[1]) => Effect.flatMap(start(route, options), (started) => started.run)
+
+describe("every cut point of a recorded capture", () => {
+  // Every cut of three captures (text with reasoning and function calls, a multi-turn shell run, hosted tool
+  // search), and a dozen cuts spread over each of the others (and the one before the terminal).
+  const full = new Set([
+    "openai-reasoning-encrypted-content.1.chunks.txt",
+    "openai-shell-container-multiturn.1.chunks.txt",
+    "openai-tool-search.1.chunks.txt"
+  ])
+  const names = Fs.readdirSync(recordedDir).filter((name) => name.endsWith(".chunks.txt")).sort()
+
+  for (const name of names) {
+    it.live(`${name}: cut, resume, the uncut reply`, () =>
+      Effect.gen(function*() {
+        const sim = yield* Simulator.Simulator
+        const events = eventsOf(name)
+        yield* script(route, { reply: { fixture: capture(name) } })
+        const uncut = committed(yield* run({ request: request(true) }))
+        const stride = full.has(name) ? 1 : Math.max(1, Math.ceil(events.length / 12))
+        const cuts = Array.from({ length: events.length + 1 }, (_, n) => n).filter((n) =>
+          n % stride === 0 || n === events.length - 1
+        )
+        for (const n of cuts) {
+          yield* sim.setScript({
+            routes: { [route]: { reply: { fixture: capture(name) }, steps: [{ kind: "reset", afterEvents: n }] } }
+          })
+          const outcome = yield* run({ request: request(true) })
+          const reply = committed(outcome)
+          const label = `${name}, cut after ${n} of ${events.length} events`
+          assert.deepStrictEqual(essence(reply), essence(uncut), label)
+          assert.strictEqual(shown(outcome.notes), uncut.text, `${label}: the previews, as shown`)
+          const sent = yield* counts
+          if (n === 0) {
+            // nothing arrived, not even the response's id: replayed as a new response
+            assert.deepStrictEqual(sent, { send: 2, resume: 0, poll: 0, cancel: 0 }, label)
+            assert.strictEqual(reply.attempts, 2, label)
+          } else if (n === events.length) {
+            // the terminal arrived before the reset
+            assert.deepStrictEqual(sent, { send: 1, resume: 0, poll: 0, cancel: 0 }, label)
+          } else {
+            assert.deepStrictEqual(sent, { send: 1, resume: 1, poll: 0, cancel: 0 }, label)
+            assert.strictEqual(reply.attempts, 2, label)
+            assert.strictEqual(ofTag(outcome.notes, "AttemptDiscarded").length, 0, label)
+            const [send, resume] = yield* sim.requestsTo(route)
+            const id = send!.responseId!
+            const [resumed] = ofTag(outcome.notes, "AttemptResumed")
+            assert.deepStrictEqual([resumed?.attempt, resumed?.responseId, resumed?.mode], [2, id, "stream"], label)
+            // the cursor is the last event that arrived: the cut's, or one before it when the reset (a TCP RST)
+            // dropped bytes the client had not read yet
+            const cursor = resumed!.fromSequence
+            assert.isAtMost(cursor, events[n - 1]!.sequence_number, label)
+            assert.isAtLeast(cursor, 0, label)
+            assert.strictEqual(resume?.path, `/v1/responses/${id}?stream=true&starting_after=${cursor}`, label)
+          }
+        }
+      }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)), 60_000)
+  }
+
+  it.live("a cut inside an event: the cursor is the last whole event", () =>
+    Effect.gen(function*() {
+      yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterBytes: 1500 }] })
+      const outcome = yield* run({ request: request(true) })
+      assert.strictEqual(committed(outcome).text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+})
+
+describe("the resumed stream must continue the cursor", () => {
+  const name = "openai-shell-container-multiturn.1.chunks.txt"
+  const events = eventsOf(name)
+  const cut = 8
+  const cursor = events[cut - 1]!.sequence_number as number
+
+  it.live("a duplicate: events at or before the cursor are dropped, nothing is shown twice", () =>
+    Effect.gen(function*() {
+      // a server that serves the resume from three events before the cursor
+      yield* script(route, {
+        reply: { fixture: capture(name) },
+        steps: [{ kind: "reset", afterEvents: cut }],
+        resume: { steps: [sseStep(sse(events.slice(cut - 3)))] }
+      })
+      const uncut = events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("")
+      const outcome = yield* run({ request: request(true) })
+      assert.strictEqual(committed(outcome).text, uncut)
+      assert.strictEqual(shown(outcome.notes), uncut)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+
+  it.live("a gap: a typed failure of that resume, then a poll that adds the suffix only", () =>
+    Effect.gen(function*() {
+      // the resume skips two events after the cursor
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "reset", afterEvents: 6 }],
+        resume: {
+          steps: [sseStep(sse([{ type: "response.output_text.delta", sequence_number: 8, delta: "??" }]))]
+        }
+      })
+      const outcome = yield* run({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 1, cancel: 0 })
+      const retries = ofTag(outcome.notes, "RetryScheduled")
+      assert.deepStrictEqual(retries.map((r) => r.resume?.mode), ["stream", "poll"])
+      const gap = retries[1]!.resume!.error as any
+      assert.strictEqual(gap._tag, "TransportError")
+      assert.strictEqual(gap.reason, "ResumeGap")
+      assert.match(gap.message, /began with event 8, not event 6/)
+      assert.deepStrictEqual(ofTag(outcome.notes, "AttemptResumed").map((r) => [r.attempt, r.mode]), [
+        [2, "stream"],
+        [3, "poll"]
+      ])
+      assert.strictEqual(reply.attempts, 3)
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+})
+
+describe("the poll fallback", () => {
+  it.effect("an expired response: the resume's 400, then polls every second until it is done; only the suffix is surfaced", () =>
+    Effect.gen(function*() {
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "reset", afterEvents: 7 }],
+        background: { streamForMs: 0, inProgressPolls: 2 }
+      })
+      const { notes, run: generation } = yield* start(route, { request: request(true) })
+      const fiber = yield* Effect.fork(generation)
+      yield* awaitSleepUntil(10) // the backoff before the resume
+      yield* TestClock.adjust("10 millis")
+      yield* awaitSleepUntil(1010) // refused: the poll at once, in progress: the next one a second later
+      yield* TestClock.adjust("1 second")
+      yield* awaitSleepUntil(2010)
+      yield* TestClock.adjust("1 second")
+      const outcome = yield* Fiber.join(fiber)
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 3, cancel: 0 })
+      // one send, one resume, one poll (its first GET) were debited; the two later polls were not
+      assert.strictEqual(reply.attempts, 3)
+      const retries = ofTag(notes, "RetryScheduled")
+      assert.deepStrictEqual(retries.map((r) => [Duration.toMillis(r.delay), r.resume?.mode]), [[10, "stream"], [
+        0,
+        "poll"
+      ]])
+      const refusal = retries[1]!.resume!.error as any
+      assert.strictEqual(refusal.status, 400)
+      assert.match(refusal.message, /can no longer be streamed/)
+      // the poll's previews are exactly what the response adds to what the cut stream had shown
+      const before = ofTag(notes, "Preview").filter((p) => p.attempt === 1 && p.event._tag === "TextDelta")
+        .map((p) => (p.event as any).text).join("")
+      const polled = ofTag(notes, "Preview").filter((p) => p.attempt === 3 && p.event._tag === "TextDelta")
+        .map((p) => (p.event as any).text)
+      assert.isAbove(before.length, 0)
+      assert.deepStrictEqual(polled, [text.slice(before.length)])
+      assert.strictEqual(ofTag(notes, "AttemptDiscarded").length, 0)
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.live("the budget's last send polls instead of streaming again", () =>
+    Effect.gen(function*() {
+      yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterEvents: 5 }] })
+      const outcome = yield* run({ request: request(true) }).pipe(
+        Effect.provide(Budget.layer({ maxAttempts: 2 }))
+      )
+      assert.strictEqual(committed(outcome).text, text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 0, poll: 1, cancel: 0 })
+      assert.deepStrictEqual(ofTag(outcome.notes, "AttemptResumed").map((r) => r.mode), ["poll"])
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+
+  it.live("a refused resume whose poll fails too: the attempt is discarded and replayed as a new response", () =>
+    Effect.gen(function*() {
+      // a response that failed on the server: the cut stream never showed it; the poll does
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "reprise-resume-"))
+      const failed = Path.join(dir, "failed.chunks.txt")
+      const response = { id: "resp_x", object: "response", status: "in_progress", output: [] }
+      Fs.writeFileSync(
+        failed,
+        [
+          { type: "response.created", sequence_number: 0, response },
+          { type: "response.output_text.delta", sequence_number: 1, delta: "Half an ans" },
+          { type: "response.output_text.delta", sequence_number: 2, delta: "wer that " },
+          { type: "response.output_text.delta", sequence_number: 3, delta: "never ends." },
+          {
+            type: "response.failed",
+            sequence_number: 4,
+            response: {
+              ...response,
+              status: "failed",
+              error: { code: "server_error", message: "The server had an error." }
+            }
+          }
+        ].map((e) => JSON.stringify(e)).join("\n")
+      )
+      yield* script(route, {
+        steps: [
+          { kind: "reset", afterEvents: 3, reply: { fixture: failed } },
+          { kind: "stream", reply: { text } }
+        ],
+        resume: { steps: [{ kind: "status", status: 404 }] }
+      })
+      const outcome = yield* run({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      // the failed response is over on the server: nothing to cancel
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 1, poll: 1, cancel: 0 })
+      const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+      assert.strictEqual(discarded?.attempt, 3)
+      assert.strictEqual(discarded?.discardedText, "Half an answer that ")
+      assert.strictEqual((discarded?.error as any).providerCode, "server_error")
+      const sends = (yield* (yield* Simulator.Simulator).requestsTo(route)).filter((r) => r.kind === "send")
+      assert.deepStrictEqual(sends.map((r) => r.responseId), ["resp_sim_1", "resp_sim_4"])
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+})
+
+describe("giving up cancels the response, once", () => {
+  it.effect("interrupted while streaming: exactly one cancel, not debited", () =>
+    Effect.gen(function*() {
+      // still running on the server (its polls see it in progress), so the cancel succeeds
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "stall", afterEvents: 6 }],
+        background: { inProgressPolls: 1000 }
+      })
+      const previews = yield* when((n) => (n._tag === "Preview" && n.event._tag === "TextDelta" ? n : undefined))
+      const { notes, run: generation } = yield* start(route, {
+        request: request(true),
+        onNotification: previews.onNotification
+      })
+      const fiber = yield* Effect.fork(generation)
+      yield* previews.await
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 0, poll: 0, cancel: 1 })
+      const cancelled = ofTag(notes, "ResponseCancelled")
+      assert.deepStrictEqual(cancelled.map((c) => [c.responseId, c.error === undefined]), [["resp_sim_1", true]])
+      const response = yield* (yield* Simulator.Simulator).backgroundResponse("resp_sim_1")
+      assert.strictEqual(response?.status, "cancelled")
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.live("the deadline ends the polls: exhausted, and the response cancelled once", () =>
+    Effect.gen(function*() {
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "reset", afterEvents: 5 }],
+        background: { inProgressPolls: 1000 }
+      })
+      // 2 attempts: the last one polls; the next poll (1 s later) would end past the 300 ms deadline
+      const outcome = yield* run({ request: request(true) }).pipe(
+        Effect.provide(Budget.layer({ maxAttempts: 2, deadline: Duration.millis(300) }))
+      )
+      assert.strictEqual(failure(outcome)._tag, "RecoveryExhausted")
+      assert.strictEqual(failure(outcome).reason, "Deadline")
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 0, poll: 1, cancel: 1 })
+      assert.deepStrictEqual(
+        ofTag(outcome.notes, "ResponseCancelled").map((c) => [c.responseId, c.error === undefined]),
+        [["resp_sim_1", true]]
+      )
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+
+  it.live("a response whose id never arrived cannot be cancelled: exhausted without a cancel", () =>
+    Effect.gen(function*() {
+      yield* script(route, { reply: { text }, steps: [{ kind: "reset" }] })
+      const outcome = yield* run({ request: request(true) }).pipe(Effect.provide(Budget.layer({ maxAttempts: 1 })))
+      assert.strictEqual(failure(outcome).reason, "Attempts")
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 0, poll: 0, cancel: 0 })
+      assert.strictEqual(ofTag(outcome.notes, "ResponseCancelled").length, 0)
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+
+  it.live("a permanent failure of a resume (401): surfaced, and the response cancelled once", () =>
+    Effect.gen(function*() {
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "reset", afterEvents: 5 }],
+        resume: { steps: [{ kind: "status", status: 401 }] },
+        background: { inProgressPolls: 1000 }
+      })
+      const outcome = yield* run({ request: request(true) })
+      assert.strictEqual(failure(outcome)._tag, "ProviderRejection")
+      assert.strictEqual(failure(outcome).status, 401)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 1 })
+      assert.deepStrictEqual(ofTag(outcome.notes, "ResponseCancelled").map((c) => c.error === undefined), [true])
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+})
+
+describe("waits of a resume", () => {
+  it.effect("Retry-After on a resume: the next resume waits exactly the server's 2 s", () =>
+    Effect.gen(function*() {
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "reset", afterEvents: 5 }],
+        resume: { steps: [{ kind: "status", status: 429, headers: { "retry-after": "2" } }] }
+      })
+      const { notes, run: generation } = yield* start(route, { request: request(true) })
+      const fiber = yield* Effect.fork(generation)
+      yield* awaitSleepUntil(10)
+      yield* TestClock.adjust("10 millis")
+      yield* awaitSleepUntil(2010)
+      yield* TestClock.adjust("2 seconds")
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(committed(outcome).text, text)
+      assert.strictEqual(shown(notes), text)
+      assert.deepStrictEqual(
+        ofTag(notes, "RetryScheduled").map((r) => [Duration.toMillis(r.delay), r.delaySource, r.resume?.mode]),
+        [[10, "backoff", "stream"], [2000, "retry-after", "stream"]]
+      )
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 2, poll: 0, cancel: 0 })
+      const resumes = (yield* (yield* Simulator.Simulator).requestsTo(route)).filter((r) => r.kind === "resume")
+      assert.deepStrictEqual(resumes.map((r) => r.path), [
+        "/v1/responses/resp_sim_1?stream=true&starting_after=4",
+        "/v1/responses/resp_sim_1?stream=true&starting_after=4"
+      ])
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.effect("a resume is debited: with 3 attempts, the send, a resume cut again, and the last send a poll", () =>
+    Effect.gen(function*() {
+      yield* script(route, {
+        reply: { text },
+        steps: [{ kind: "reset", afterEvents: 5 }],
+        resume: { steps: [{ kind: "reset", afterEvents: 2 }] }
+      })
+      const { run: generation } = yield* start(route, { request: request(true) })
+      const fiber = yield* Effect.fork(generation.pipe(Effect.provide(Budget.layer({ maxAttempts: 3 }))))
+      yield* awaitSleepUntil(10)
+      yield* TestClock.adjust("10 millis")
+      yield* awaitSleepUntil(30)
+      yield* TestClock.adjust("20 millis")
+      const outcome = yield* Fiber.join(fiber)
+      // 3 sends: the send, a resume cut after 2 events, and the last send as a poll (which finds it done)
+      assert.strictEqual(committed(outcome).text, text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 1, cancel: 0 })
+      assert.strictEqual(committed(outcome).attempts, 3)
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+})
+
+describe("hooks and tools", () => {
+  it.live("a chunk hook's effects do not block a resume: nothing it saw is shown again", () =>
+    Effect.gen(function*() {
+      yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterEvents: 9 }] })
+      let seen = ""
+      const sim = yield* Simulator.Simulator
+      const reply = yield* Recovery.generate(request(true), {
+        hooks: {
+          onChunk: (event) => Effect.sync(() => (seen += event._tag === "TextDelta" ? event.text : ""))
+        }
+      }).pipe(Effect.provide(provider(sim, route)))
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(seen, text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+
+  it.live("a tool call of a resumed response runs once, with the arguments the server completed", () =>
+    Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      const reply: SimulatorScript.Reply = {
+        text: "Recording it now.",
+        toolCalls: [{ name: "record", arguments: { line: "a line that is long enough to be cut in two" } }],
+        deltaSize: 4
+      }
+      // find an event inside the call's arguments
+      yield* script(route, { reply })
+      const body = yield* Effect.promise(() =>
+        fetch(sim.baseUrl(route) + "/responses", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", stream: true, background: true })
+        }).then((r) => r.text())
+      )
+      const types = body.split("\n\n").flatMap((block) =>
+        block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => JSON.parse(l.slice(6)).type as string)
+      )
+      const firstArgs = types.indexOf("response.function_call_arguments.delta")
+      assert.isAbove(firstArgs, 0)
+      yield* sim.setScript({
+        routes: {
+          [route]: {
+            steps: [{ kind: "reset", afterEvents: firstArgs + 2, reply }, { kind: "stream", reply: { text: "Done." } }]
+          }
+        }
+      })
+      const counting = countingTool()
+      const notes = recorder()
+      const result = yield* Chat.step([{ role: "user", text: "Please record a line." }], {
+        model: "chat-model",
+        background: true
+      }).pipe(Effect.provide(Layer.mergeAll(provider(sim, route), livePolicy, notes.layer, counting.layer)))
+      assert.strictEqual(result.reply.text, "Done.")
+      assert.deepStrictEqual(counting.calls, ["a line that is long enough to be cut in two"])
+      assert.strictEqual(notes.of("AttemptResumed").length, 1)
+      assert.strictEqual(notes.of("AttemptDiscarded").length, 0)
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 1, poll: 0, cancel: 0 })
+    }).pipe(Effect.provide(simulator)))
+})
+
+describe("without background mode", () => {
+  it.live("the same cut replays, as before: a second send, no resume", () =>
+    Effect.gen(function*() {
+      yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterEvents: 5 }] })
+      const outcome: Outcome = yield* run({ request: request(false) })
+      assert.strictEqual(committed(outcome).text, text)
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 0, poll: 0, cancel: 0 })
+      assert.strictEqual(ofTag(outcome.notes, "AttemptDiscarded").length, 1)
+      const [send] = yield* (yield* Simulator.Simulator).requestsTo(route)
+      assert.notProperty(send?.body as object, "background")
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+
+  it.live("subscription ignores background: no background field, replay", () =>
+    Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      yield* sim.setScript({
+        routes: { subscription: { reply: { text }, steps: [{ kind: "reset", afterEvents: 5 }] } }
+      })
+      const outcome = yield* Effect.flatMap(start("subscription", { request: request(true) }), (s) => s.run)
+      assert.strictEqual(committed(outcome).text, text)
+      const sends = yield* sim.requestsTo("subscription")
+      assert.strictEqual(sends.length, 2)
+      assert.notProperty(sends[0]?.body as object, "background")
+      assert.isFalse(Exit.isFailure(outcome.exit))
+    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+})
