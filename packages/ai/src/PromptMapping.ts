@@ -44,6 +44,8 @@ import * as Schema from "effect/Schema"
 export interface RequestSettings {
   readonly model: string
   readonly maxTokens?: number | undefined
+  /** Every request in the provider's background mode (see `Generation.GenerationRequest.background`). */
+  readonly background?: boolean | undefined
 }
 
 const refuse = (method: string, description: string): AiError.MalformedInput =>
@@ -338,6 +340,7 @@ export const toRequest = (
       ...(tools.length === 0 ? {} : { tools }),
       ...(toolChoice === undefined ? {} : { toolChoice }),
       ...(responseFormat === undefined ? {} : { responseFormat }),
-      ...(settings.maxTokens === undefined ? {} : { maxTokens: settings.maxTokens })
+      ...(settings.maxTokens === undefined ? {} : { maxTokens: settings.maxTokens }),
+      ...(settings.background === true ? { background: true } : {})
     }
   })

@@ -121,6 +121,11 @@ export interface Options {
   readonly maxTokens?: number | undefined
   /** The default {@link Previews} mode of `streamText`. Default `"committed"`. */
   readonly previews?: Previews | undefined
+  /**
+   * Every request in the provider's background mode, where its protocol has one (`openai-responses`): a cut
+   * stream is continued as the same response, its parts are not discarded (see `Generation.GenerationRequest`).
+   */
+  readonly background?: boolean | undefined
 }
 
 interface Endpoint {
@@ -164,7 +169,11 @@ const build = (
     Effect.mapInputContext(effect, contextFor as (caller: Context.Context<never>) => Context.Context<R>)
   const provideStream = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E> =>
     Stream.mapInputContext(stream, contextFor as (caller: Context.Context<never>) => Context.Context<R>)
-  const settings: PromptMapping.RequestSettings = { model: options.model, maxTokens: options.maxTokens }
+  const settings: PromptMapping.RequestSettings = {
+    model: options.model,
+    maxTokens: options.maxTokens,
+    background: options.background
+  }
   // The reasoning parts of the replies committed here, by their reasoning text, for a `Chat` whose history kept the
   // text but not the parts (see `PromptMapping.Recall`). Bounded: the oldest entries go first.
   const remembered = new Map<string, ReadonlyArray<Message.ReasoningPart>>()
@@ -188,7 +197,7 @@ const build = (
       let attempts = 0
       const counting: RecoveryNotifications.Service = {
         notify: (n) => {
-          if (n._tag === "AttemptStarted") attempts++
+          if (n._tag === "AttemptStarted" || n._tag === "AttemptResumed") attempts++
           return app.notify(n)
         }
       }
@@ -230,6 +239,10 @@ const build = (
             current = new AttemptParts(n.attempt, hold)
             return offer(told(n))
           }
+          case "AttemptResumed":
+            // the same response goes on: its parts continue those of the attempt it resumes
+            attempts++
+            return offer(told(n))
           case "Preview":
             return offer([...told(n), ...parts(current?.add(n.event) ?? [])])
           case "AttemptDiscarded": {
@@ -324,6 +337,7 @@ export interface ConfigOptions {
   readonly model?: string | undefined
   readonly maxTokens?: number | undefined
   readonly previews?: Previews | undefined
+  readonly background?: boolean | undefined
   /** Read the key from this variable instead of the protocol's (`OPENAI_API_KEY` / `ANTHROPIC_API_KEY`). */
   readonly apiKeyEnv?: string | undefined
 }
@@ -373,7 +387,7 @@ export const layerConfig = (
       return yield* build(
         provider,
         built,
-        { model, maxTokens: options.maxTokens, previews: options.previews },
+        { model, maxTokens: options.maxTokens, previews: options.previews, background: options.background },
         endpointOf(protocol, resolved.baseUrl ?? ProviderOptions.defaultBaseUrl(protocol))
       )
     })
