@@ -26,7 +26,7 @@ layer(simulator)("background mode through @effect/ai", (it) => {
       Effect.gen(function*() {
         const sim = yield* Simulator.Simulator
         yield* script("openai-responses", { steps: [cut] })
-        const parts: Array<Response.StreamPartEncoded> = []
+        const parts: Array<Response.AnyPart> = []
         const fiber = yield* LanguageModel.streamText({ prompt: "hello" }).pipe(
           Stream.runForEach((part) => Effect.sync(() => parts.push(part))),
           Effect.fork
