@@ -12,6 +12,10 @@
  * - With a fleet ({@link FleetLimits}), a reply's first attempt credits the fleet's retry budget and every replay
  *   debits it (a refusal ends recovery with `FleetBudget`), a `Retry-After` pauses the whole fleet, and every send
  *   first waits out a pause in force, within the deadline. Without one nothing changes.
+ * - A provider that reads a response the server keeps running (the Responses API's background mode) offers it
+ *   through {@link Resumption}: a failed attempt of such a response is continued by the next attempt, which keeps
+ *   the preview and adds what follows it, instead of being replayed; a response recovery leaves behind is cancelled
+ *   on the server, once (docs/resume.md).
  * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
  *   classified.
  *
