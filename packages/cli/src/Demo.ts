@@ -169,7 +169,8 @@ export const run = Effect.scoped(Effect.gen(function*() {
       workspace,
       system: Option.none(),
       maxTokens: Option.none(),
-      debug: false
+      debug: false,
+      background: false
     }
     const history: ReadonlyArray<Message.Message> = []
     // The tour is one narrative: the turn's notices are shown inline, under the step, instead of on stderr.

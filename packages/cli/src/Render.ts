@@ -9,12 +9,21 @@
  *   erased first, so the screen holds one answer, and a backoff shows a countdown (`reprise: retrying in 12s…`)
  *   that the next attempt clears.
  * - `json`: one JSON object per line on stdout: `attempt`, `delta`, `discard`, `retry`, `tool_call`, `tool_result`,
- *   `commit`, `error`.
+ *   `commit`, `error`; and with a background response (`--background`), `resume` and `cancel`.
+ *
+ * A background response that is continued after a cut (`RetryScheduled` with `resume`, then `AttemptResumed`) keeps
+ * its preview: nothing is discarded, and the continuation's text extends what was shown. Its notices are
+ * `reprise: attempt 1/11 failed (connection reset); kept 120 chars; resuming in 1.0s` and
+ * `reprise: attempt 2/11 resumed response resp_… after event 812` (or `… by polling it until it finishes`); on a
+ * terminal that may be redrawn the preview is erased before them and shown again after them, so the screen holds the
+ * notices and then one answer. A background response left behind is cancelled on the server:
+ * `reprise: cancelled background response resp_…` (or `could not cancel …: <reason>`).
  *
  * @since 0.1.0
  */
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Clock from "effect/Clock"
@@ -66,6 +75,8 @@ export const shortReason = (error: unknown): string => {
         return "resumed response out of step"
     }
   }
+  // a refusal that is continued (a resume the server would not stream: polled instead) or told (a failed cancel)
+  if (ProviderRejection.isProviderRejection(error) && error.status !== undefined) return `HTTP ${error.status}`
   return ExitCode.classify(error).class
 }
 
@@ -175,6 +186,10 @@ const makeRows = () => {
         if (row >= limit) known = false
       }
     },
+    /** Stops following: what was written can no longer be erased (a notice was written in its middle). */
+    forget: () => {
+      known = false
+    },
     /**
      * What erases everything written since {@link start}, when all of it is still on a screen of `size`; `""` when
      * nothing was written; `undefined` when it cannot be erased.
@@ -217,10 +232,15 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
     let erase: string | undefined
     // Whether a discarded preview of this reply was left on the screen.
     let leftOnScreen = false
+    // On a terminal that may be redrawn, what the current preview wrote (a resumed attempt's includes the text of the
+    // attempts it continues): erased for the notices of a resume, it is shown again when the continuation starts.
+    let shownText = ""
+    let redraw: string | undefined
 
     const show = (text: string) => {
       midLine = !text.endsWith("\n")
       rows.write(text)
+      if (terminal !== undefined) shownText += text
       return output.stdout(text)
     }
     const flushPreview = (attempt: number) => {
@@ -234,6 +254,8 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
     // The countdown of a backoff: one line on stderr, redrawn when the whole seconds left change, cleared when it
     // stops (the wait is over, the next attempt starts, or the waiting fiber is interrupted).
     let countdown: Fiber.RuntimeFiber<void> | undefined
+    // When the running countdown ends (the Clock's milliseconds).
+    let countdownEnd = 0
     const stopCountdown = Effect.suspend(() => {
       const fiber = countdown
       countdown = undefined
@@ -243,7 +265,11 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
       Effect.gen(function*() {
         const millis = Duration.toMillis(delay)
         if (!Number.isFinite(millis) || millis <= 0) return
-        const end = (yield* Clock.currentTimeMillis) + millis
+        yield* countDownTo(screen, (yield* Clock.currentTimeMillis) + millis)
+      })
+    const countDownTo = (screen: Output.Terminal, end: number) =>
+      Effect.gen(function*() {
+        countdownEnd = end
         let drawn = false
         const draw = Effect.gen(function*() {
           while (true) {
@@ -261,6 +287,14 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
         const cleared = Effect.suspend(() => drawn ? output.stderr(clearLine) : Effect.void)
         // A child of the fiber that waits out the backoff, so interrupting that fiber (Ctrl-C) clears the line too.
         countdown = yield* Effect.fork(Effect.interruptible(Effect.ensuring(draw, cleared)))
+      })
+    // A line on stderr during a backoff: the countdown's line is cleared for it, and the countdown goes on below it.
+    const aside = (text: string) =>
+      Effect.suspend(() => {
+        const again = countdown === undefined || terminal === undefined
+          ? Effect.void
+          : countDownTo(terminal, countdownEnd)
+        return Effect.zipRight(Effect.zipRight(stopCountdown, output.stderr(text)), again)
       })
 
     const fleetNotice = (
@@ -297,6 +331,93 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
       return Effect.zipRight(event, output.stderr(text))
     }
 
+    // The resume of a background response: the attempt that was cut, then its continuation (`--background`).
+    const resumeScheduled = (
+      n: Extract<RecoveryNotifications.Notification, { _tag: "RetryScheduled" }>,
+      resume: NonNullable<Extract<RecoveryNotifications.Notification, { _tag: "RetryScheduled" }>["resume"]>
+    ): Effect.Effect<void> => {
+      // Nothing was discarded: the preview (and what the sanitizer holds back of it) stays for the continuation. On a
+      // terminal it is erased while the notices are written, if it can be, and shown again when the continuation
+      // starts; otherwise the notices go on a line of their own and the continuation starts on the next one.
+      let before: Effect.Effect<void> = Effect.void
+      if (mode === "tty") {
+        const erased = terminal === undefined ? undefined : rows.erase(terminal.size())
+        if (erased !== undefined) {
+          redraw = shownText
+          shownText = ""
+          if (erased !== "") before = output.stdout(erased)
+        } else {
+          rows.forget()
+          if (midLine) before = output.stdout("\n")
+        }
+        midLine = false
+      }
+      const notice = output.stderr(
+        `reprise: attempt ${n.nextAttempt - 1}/${maxAttempts} failed (${shown(shortReason(resume.error))}); ` +
+          `kept ${resume.keptChars} chars; resuming in ${seconds(n.delay)}${
+            n.delaySource === "retry-after" ? " (server Retry-After)" : ""
+          }\n`
+      )
+      const event = mode === "json"
+        ? json({
+          type: "retry",
+          attempt: n.nextAttempt,
+          delay: Duration.toMillis(n.delay),
+          source: n.delaySource,
+          resume: true,
+          keptChars: resume.keptChars
+        })
+        : Effect.void
+      const wait = terminal === undefined ? Effect.void : startCountdown(terminal, n.delay)
+      return Effect.zipRight(Effect.zipRight(before, event), Effect.zipRight(notice, wait))
+    }
+
+    const resumed = (n: Extract<RecoveryNotifications.Notification, { _tag: "AttemptResumed" }>) => {
+      maxAttempts = n.maxAttempts
+      attempt = n.attempt
+      const how = n.mode === "stream"
+        ? `after event ${n.fromSequence}`
+        : `after event ${n.fromSequence} by polling it until it finishes`
+      const notice = output.stderr(
+        `reprise: attempt ${n.attempt}/${n.maxAttempts} resumed response ${shown(n.responseId)} ${how}\n`
+      )
+      const event = mode === "json"
+        ? json({
+          type: "resume",
+          attempt: n.attempt,
+          responseId: n.responseId,
+          fromSequence: n.fromSequence,
+          mode: n.mode
+        })
+        : Effect.void
+      // the countdown's line is cleared first, as for a new attempt; the preview is not reset: it goes on, shown
+      // again from its start below the notices when it was erased for them
+      const again = Effect.suspend(() => {
+        const text = redraw
+        redraw = undefined
+        if (text === undefined || terminal === undefined) return Effect.void
+        rows.start(terminal.size())
+        return text.length === 0 ? Effect.void : show(text)
+      })
+      return Effect.zipRight(Effect.zipRight(stopCountdown, event), Effect.zipRight(notice, again))
+    }
+
+    const cancelled = (n: Extract<RecoveryNotifications.Notification, { _tag: "ResponseCancelled" }>) => {
+      const id = shown(n.responseId)
+      const event = mode === "json"
+        ? json({ type: "cancel", responseId: n.responseId, ok: n.error === undefined })
+        : Effect.void
+      // After a failure that is not replayed, or on Ctrl-C: what the preview showed stays, and the notice goes on a
+      // line of its own (a discarded preview is only erased before a replay, which has been scheduled already).
+      erase = undefined
+      const fresh = mode === "tty" && midLine ? output.stdout("\n") : Effect.void
+      midLine = false
+      const text = n.error === undefined
+        ? `reprise: cancelled background response ${id}\n`
+        : `reprise: could not cancel background response ${id}: ${shown(shortReason(n.error))}\n`
+      return Effect.zipRight(Effect.zipRight(fresh, event), aside(text))
+    }
+
     const notify = (n: RecoveryNotifications.Notification): Effect.Effect<void> => {
       switch (n._tag) {
         case "AttemptStarted":
@@ -304,6 +425,8 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
           attempt = n.attempt
           preview.reset()
           erase = undefined
+          shownText = ""
+          redraw = undefined
           if (mode === "json") return json({ type: "attempt", attempt: n.attempt })
           // the line of the countdown is cleared before this attempt writes, and its preview starts in the first column
           return terminal === undefined
@@ -332,7 +455,12 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
             ? json({ type: "discard", attempt: n.attempt, discardedChars: n.discardedText.length })
             : fresh
         }
+        case "AttemptResumed":
+          return resumed(n)
+        case "ResponseCancelled":
+          return cancelled(n)
         case "RetryScheduled": {
+          if (n.resume !== undefined) return resumeScheduled(n, n.resume)
           const gone = erase === undefined || erase === "" ? Effect.void : output.stdout(erase)
           if (erase !== undefined) midLine = false
           erase = undefined
@@ -363,6 +491,7 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
         case "Exhausted":
         case "Failed": {
           erase = undefined
+          redraw = undefined
           // only a committed attempt's held-back text is shown; a failed one's may be the start of the key
           const held = Effect.zipRight(
             stopCountdown,
@@ -382,15 +511,14 @@ export const make = (mode: Mode, sanitizer: Sanitize.Sanitizer = Sanitize.none) 
             : Effect.zipRight(
               Effect.zipRight(held, fresh),
               output.stderr(
-                `reprise: attempt ${
-                  d.attempt + 1
-                } committed; text shown by earlier attempts is not part of the answer\n`
+                // the committed attempt may have continued the response of the one after the discard (a resume)
+                attempt === d.attempt + 1
+                  ? `reprise: attempt ${attempt} committed; text shown by earlier attempts is not part of the answer\n`
+                  : `reprise: attempt ${attempt} committed, continuing attempt ${d.attempt + 1}; text shown before ` +
+                    `attempt ${d.attempt + 1} is not part of the answer\n`
               )
             )
         }
-        default:
-          // Notifications this renderer does not show.
-          return Effect.void
       }
     }
 

@@ -23,6 +23,11 @@
  * These settings used to be declared here a second time (variables, defaults and ranges, with messages of their
  * own), and an out-of-range variable was reported under its flag's name.
  *
+ * One setting is the CLI's own: `--background` ({@link backgroundConfig}, `REPRISE_BACKGROUND`), which asks for the
+ * provider's background mode on every reply of a turn (`Chat.turn`'s `background`). A library caller sets that option
+ * (or `GenerationRequest.background`) in code; only the CLI reads it from the environment, so its `Config` is
+ * declared here, and read the same way as the others.
+ *
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
@@ -69,6 +74,12 @@ export interface Settings {
   readonly system: Option.Option<string>
   readonly maxTokens: Option.Option<number>
   readonly debug: boolean
+  /**
+   * Run every reply in the provider's background mode (`--background`, `REPRISE_BACKGROUND`): a cut
+   * `openai-responses` stream is continued instead of replayed. The other protocols have no background mode and
+   * ignore it.
+   */
+  readonly background: boolean
   /** The fleet this process shares its retry budget and pushback with (`--fleet`, `--fleet-name`), if any. */
   readonly fleet?: Fleet | undefined
 }
@@ -85,6 +96,25 @@ export interface Fleet {
   readonly budget: RetryBudget.Settings
   readonly timeout: Duration.Duration
 }
+
+/**
+ * The environment variable of {@link backgroundConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const backgroundVariable = "REPRISE_BACKGROUND"
+
+/**
+ * `REPRISE_BACKGROUND`: whether the requests of a turn run in the provider's background mode, as `Config.boolean`
+ * reads it (`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`); default `false`. `--background` stands in front of it.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const backgroundConfig: Config.Config<boolean> = Config.boolean(backgroundVariable).pipe(
+  Config.withDefault(false)
+)
 
 const withEnv = <A>(options: Options.Options<A>, config: Config.Config<A>) =>
   Options.withFallbackConfig(options, config)
@@ -128,7 +158,8 @@ const owned = {
     ProviderOptions.maxReplyBytesVariable,
     ProviderOptions.maxReplyBytesConfig,
     String
-  )
+  ),
+  background: setting("background", backgroundVariable, backgroundConfig, String)
 }
 
 /**
@@ -186,6 +217,14 @@ export const options = {
     (env) =>
       "largest response body one attempt may read, in bytes; a longer reply fails, permanently " +
       `(${env}, default ${ProviderOptions.defaultMaxReplyBytes / (1024 * 1024)} MiB)`
+  ),
+  // A flag: given, it is `true` in front of the variable; left out, the variable (or the default) decides.
+  background: Options.boolean("background").pipe(
+    Options.map((given) => given ? Option.some(true) : Option.none<boolean>()),
+    Options.withDescription(
+      `openai-responses: run each reply in background mode, so that a cut stream is continued instead of replayed; ` +
+        `no effect on the other protocols (env ${backgroundVariable})`
+    )
   ),
   noRecovery: Options.boolean("no-recovery").pipe(Options.withDescription("surface every failure after one attempt")),
   json: Options.boolean("json").pipe(Options.withDescription("NDJSON events on stdout")),
@@ -274,7 +313,8 @@ const ownedConfig = Config.all({
   policy: Policy.config,
   firstByteTimeout: ProviderOptions.firstByteTimeoutConfig,
   idleTimeout: ProviderOptions.idleTimeoutConfig,
-  maxReplyBytes: ProviderOptions.maxReplyBytesConfig
+  maxReplyBytes: ProviderOptions.maxReplyBytesConfig,
+  background: backgroundConfig
 })
 
 /**
@@ -285,7 +325,7 @@ const readOwned = (parsed: Parsed) =>
   Effect.configProviderWith((environment) => {
     const given = new Map<string, string>()
     for (const [key, of] of Object.entries(owned)) {
-      const value = parsed[key as keyof typeof owned]
+      const value: Option.Option<number | boolean> = parsed[key as keyof typeof owned]
       if (Option.isSome(value)) given.set(of.variable, String(value.value))
     }
     const provider = ConfigProvider.orElse(ConfigProvider.fromMap(given), () => environment)
@@ -433,6 +473,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       system: parsed.system,
       maxTokens: parsed.maxTokens,
       debug: parsed.debug,
+      background: values.background,
       ...(fleet === undefined ? {} : { fleet })
     }
   })

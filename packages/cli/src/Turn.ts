@@ -126,6 +126,8 @@ export const run = (
       model: settings.model,
       system: Option.getOrUndefined(settings.system),
       maxTokens: Option.getOrUndefined(settings.maxTokens),
+      // --background: every reply of the turn in the provider's background mode (ignored where there is none)
+      background: settings.background,
       persist,
       onCommit
     }).pipe(Effect.provideService(RecoveryNotifications.RecoveryNotifications, render.notifications))

@@ -640,8 +640,9 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             yield* abandon
             return yield* decision.stop
           case "Retry":
-            yield* abandon
-            yield* Effect.sleep(decision.delay)
+            // the response left behind is cancelled during the wait, which it does not lengthen (past it, the
+            // replay waits for the cancel, which takes at most 2 s)
+            yield* Effect.all([abandon, Effect.sleep(decision.delay)], { concurrency: 2, discard: true })
             break
           case "Resume":
             pending = decision.pending
