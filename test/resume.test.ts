@@ -4,8 +4,8 @@
  * responses. For every cut point of recorded captures, the committed reply equals the uncut one and the previews
  * never show a character twice; a gap and a duplicate; an expired response (the poll fallback surfaces the suffix
  * only); a refused resume whose poll fails too (then replay, as before); the cancel sent once when recovery gives up
- * or is interrupted; Retry-After on a resume; a tool call of a resumed response run once. Every wait that a test
- * asserts runs under TestClock; the sweeps run on the live clock with 5 ms backoffs.
+ * or is interrupted; Retry-After on a resume; a tool call of a resumed response run once. Every wait runs under
+ * TestClock (the sockets are real, so a test lets them work before it moves the clock).
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
@@ -15,7 +15,7 @@ import * as Policy from "@reprise/core/Policy"
 import * as Recovery from "@reprise/core/Recovery"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import { Duration, Effect, Exit, Fiber, Layer, TestClock } from "effect"
+import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -29,6 +29,7 @@ import {
   ofTag,
   type Outcome,
   script,
+  settle,
   simulator,
   start,
   when
@@ -49,8 +50,6 @@ const request = (background: boolean): Generation.GenerationRequest => ({
 
 const text = "A long answer that survives two dropped connections, word after word, to its very end."
 
-/** Live-clock backoff for the sweeps: 5 ms, doubling, at most 20 ms, no jitter. */
-const livePolicy = Policy.layer({ backoffBase: Duration.millis(5), backoffMax: Duration.millis(20), jitter: false })
 /** TestClock backoff: 10 ms, doubling, at most 40 ms, no jitter. */
 const testPolicy = Policy.layer({ backoffBase: Duration.millis(10), backoffMax: Duration.millis(40), jitter: false })
 
@@ -110,6 +109,31 @@ const sseStep = (body: string): SimulatorScript.Step => ({
 
 const run = (options: Parameters<typeof start>[1]) => Effect.flatMap(start(route, options), (started) => started.run)
 
+/**
+ * Under TestClock: runs one reply, passing each backoff of the test policy (10 ms, 20 ms, …) as the recovery loop
+ * reaches it, and returns its outcome. Only a sleep ending exactly one backoff from now is passed: the timeouts'
+ * sleeps (a minute away) never are.
+ */
+const drive = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(self)
+    let backoff = 10
+    for (let i = 0; i < 10_000; i++) {
+      const done = yield* Fiber.poll(fiber)
+      if (Option.isSome(done)) return yield* Fiber.join(fiber)
+      const now = yield* TestClock.currentTimeMillis
+      if (Chunk.some(yield* TestClock.sleeps(), (at) => at === now + backoff)) {
+        yield* TestClock.adjust(Duration.millis(backoff))
+        backoff = Math.min(backoff * 2, 40)
+      } else {
+        yield* settle
+      }
+    }
+    return assert.fail("the reply neither ended nor reached a backoff")
+  })
+
+const driven = (options: Parameters<typeof start>[1]) => drive(run(options))
+
 describe("every cut point of a recorded capture", () => {
   // Every cut of three captures (text with reasoning and function calls, a multi-turn shell run, hosted tool
   // search), and a dozen cuts spread over each of the others (and the one before the terminal).
@@ -121,12 +145,12 @@ describe("every cut point of a recorded capture", () => {
   const names = Fs.readdirSync(recordedDir).filter((name) => name.endsWith(".chunks.txt")).sort()
 
   for (const name of names) {
-    it.live(`${name}: cut, resume, the uncut reply`, () =>
+    it.effect(`${name}: cut, resume, the uncut reply`, () =>
       Effect.gen(function*() {
         const sim = yield* Simulator.Simulator
         const events = eventsOf(name)
         yield* script(route, { reply: { fixture: capture(name) } })
-        const uncut = committed(yield* run({ request: request(true) }))
+        const uncut = committed(yield* driven({ request: request(true) }))
         const stride = full.has(name) ? 1 : Math.max(1, Math.ceil(events.length / 12))
         const cuts = Array.from({ length: events.length + 1 }, (_, n) => n).filter((n) =>
           n % stride === 0 || n === events.length - 1
@@ -135,7 +159,7 @@ describe("every cut point of a recorded capture", () => {
           yield* sim.setScript({
             routes: { [route]: { reply: { fixture: capture(name) }, steps: [{ kind: "reset", afterEvents: n }] } }
           })
-          const outcome = yield* run({ request: request(true) })
+          const outcome = yield* driven({ request: request(true) })
           const reply = committed(outcome)
           const label = `${name}, cut after ${n} of ${events.length} events`
           assert.deepStrictEqual(essence(reply), essence(uncut), label)
@@ -164,17 +188,17 @@ describe("every cut point of a recorded capture", () => {
             assert.strictEqual(resume?.path, `/v1/responses/${id}?stream=true&starting_after=${cursor}`, label)
           }
         }
-      }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)), 60_000)
+      }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)), 60_000)
   }
 
-  it.live("a cut inside an event: the cursor is the last whole event", () =>
+  it.effect("a cut inside an event: the cursor is the last whole event", () =>
     Effect.gen(function*() {
       yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterBytes: 1500 }] })
-      const outcome = yield* run({ request: request(true) })
+      const outcome = yield* driven({ request: request(true) })
       assert.strictEqual(committed(outcome).text, text)
       assert.strictEqual(shown(outcome.notes), text)
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
 
 describe("the resumed stream must continue the cursor", () => {
@@ -183,7 +207,7 @@ describe("the resumed stream must continue the cursor", () => {
   const cut = 8
   const cursor = events[cut - 1]!.sequence_number as number
 
-  it.live("a duplicate: events at or before the cursor are dropped, nothing is shown twice", () =>
+  it.effect("a duplicate: events at or before the cursor are dropped, nothing is shown twice", () =>
     Effect.gen(function*() {
       // a server that serves the resume from three events before the cursor
       yield* script(route, {
@@ -192,13 +216,13 @@ describe("the resumed stream must continue the cursor", () => {
         resume: { steps: [sseStep(sse(events.slice(cut - 3)))] }
       })
       const uncut = events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("")
-      const outcome = yield* run({ request: request(true) })
+      const outcome = yield* driven({ request: request(true) })
       assert.strictEqual(committed(outcome).text, uncut)
       assert.strictEqual(shown(outcome.notes), uncut)
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("a gap: a typed failure of that resume, then a poll that adds the suffix only", () =>
+  it.effect("a gap: a typed failure of that resume, then a poll that adds the suffix only", () =>
     Effect.gen(function*() {
       // the resume skips two events after the cursor
       yield* script(route, {
@@ -208,7 +232,7 @@ describe("the resumed stream must continue the cursor", () => {
           steps: [sseStep(sse([{ type: "response.output_text.delta", sequence_number: 8, delta: "??" }]))]
         }
       })
-      const outcome = yield* run({ request: request(true) })
+      const outcome = yield* driven({ request: request(true) })
       const reply = committed(outcome)
       assert.strictEqual(reply.text, text)
       assert.strictEqual(shown(outcome.notes), text)
@@ -224,7 +248,7 @@ describe("the resumed stream must continue the cursor", () => {
         [3, "poll"]
       ])
       assert.strictEqual(reply.attempts, 3)
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
 
 describe("the poll fallback", () => {
@@ -268,18 +292,18 @@ describe("the poll fallback", () => {
       assert.strictEqual(ofTag(notes, "AttemptDiscarded").length, 0)
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("the budget's last send polls instead of streaming again", () =>
+  it.effect("the budget's last send polls instead of streaming again", () =>
     Effect.gen(function*() {
       yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterEvents: 5 }] })
-      const outcome = yield* run({ request: request(true) }).pipe(
-        Effect.provide(Budget.layer({ maxAttempts: 2 }))
+      const outcome = yield* drive(
+        run({ request: request(true) }).pipe(Effect.provide(Budget.layer({ maxAttempts: 2 })))
       )
       assert.strictEqual(committed(outcome).text, text)
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 0, poll: 1, cancel: 0 })
       assert.deepStrictEqual(ofTag(outcome.notes, "AttemptResumed").map((r) => r.mode), ["poll"])
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("a refused resume whose poll fails too: the attempt is discarded and replayed as a new response", () =>
+  it.effect("a refused resume whose poll fails too: the attempt is discarded and replayed as a new response", () =>
     Effect.gen(function*() {
       // a response that failed on the server: the cut stream never showed it; the poll does
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "reprise-resume-"))
@@ -310,7 +334,7 @@ describe("the poll fallback", () => {
         ],
         resume: { steps: [{ kind: "status", status: 404 }] }
       })
-      const outcome = yield* run({ request: request(true) })
+      const outcome = yield* driven({ request: request(true) })
       const reply = committed(outcome)
       assert.strictEqual(reply.text, text)
       assert.strictEqual(shown(outcome.notes), text)
@@ -322,7 +346,7 @@ describe("the poll fallback", () => {
       assert.strictEqual((discarded?.error as any).providerCode, "server_error")
       const sends = (yield* (yield* Simulator.Simulator).requestsTo(route)).filter((r) => r.kind === "send")
       assert.deepStrictEqual(sends.map((r) => r.responseId), ["resp_sim_1", "resp_sim_4"])
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
 
 describe("giving up cancels the response, once", () => {
@@ -349,7 +373,7 @@ describe("giving up cancels the response, once", () => {
       assert.strictEqual(response?.status, "cancelled")
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("the deadline ends the polls: exhausted, and the response cancelled once", () =>
+  it.effect("the deadline ends the polls: exhausted, and the response cancelled once", () =>
     Effect.gen(function*() {
       yield* script(route, {
         reply: { text },
@@ -357,8 +381,10 @@ describe("giving up cancels the response, once", () => {
         background: { inProgressPolls: 1000 }
       })
       // 2 attempts: the last one polls; the next poll (1 s later) would end past the 300 ms deadline
-      const outcome = yield* run({ request: request(true) }).pipe(
-        Effect.provide(Budget.layer({ maxAttempts: 2, deadline: Duration.millis(300) }))
+      const outcome = yield* drive(
+        run({ request: request(true) }).pipe(
+          Effect.provide(Budget.layer({ maxAttempts: 2, deadline: Duration.millis(300) }))
+        )
       )
       assert.strictEqual(failure(outcome)._tag, "RecoveryExhausted")
       assert.strictEqual(failure(outcome).reason, "Deadline")
@@ -367,18 +393,20 @@ describe("giving up cancels the response, once", () => {
         ofTag(outcome.notes, "ResponseCancelled").map((c) => [c.responseId, c.error === undefined]),
         [["resp_sim_1", true]]
       )
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("a response whose id never arrived cannot be cancelled: exhausted without a cancel", () =>
+  it.effect("a response whose id never arrived cannot be cancelled: exhausted without a cancel", () =>
     Effect.gen(function*() {
       yield* script(route, { reply: { text }, steps: [{ kind: "reset" }] })
-      const outcome = yield* run({ request: request(true) }).pipe(Effect.provide(Budget.layer({ maxAttempts: 1 })))
+      const outcome = yield* drive(
+        run({ request: request(true) }).pipe(Effect.provide(Budget.layer({ maxAttempts: 1 })))
+      )
       assert.strictEqual(failure(outcome).reason, "Attempts")
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 0, poll: 0, cancel: 0 })
       assert.strictEqual(ofTag(outcome.notes, "ResponseCancelled").length, 0)
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("a permanent failure of a resume (401): surfaced, and the response cancelled once", () =>
+  it.effect("a permanent failure of a resume (401): surfaced, and the response cancelled once", () =>
     Effect.gen(function*() {
       yield* script(route, {
         reply: { text },
@@ -386,12 +414,12 @@ describe("giving up cancels the response, once", () => {
         resume: { steps: [{ kind: "status", status: 401 }] },
         background: { inProgressPolls: 1000 }
       })
-      const outcome = yield* run({ request: request(true) })
+      const outcome = yield* driven({ request: request(true) })
       assert.strictEqual(failure(outcome)._tag, "ProviderRejection")
       assert.strictEqual(failure(outcome).status, 401)
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 1 })
       assert.deepStrictEqual(ofTag(outcome.notes, "ResponseCancelled").map((c) => c.error === undefined), [true])
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
 
 describe("waits of a resume", () => {
@@ -445,22 +473,24 @@ describe("waits of a resume", () => {
 })
 
 describe("hooks and tools", () => {
-  it.live("a chunk hook's effects do not block a resume: nothing it saw is shown again", () =>
+  it.effect("a chunk hook's effects do not block a resume: nothing it saw is shown again", () =>
     Effect.gen(function*() {
       yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterEvents: 9 }] })
       let seen = ""
       const sim = yield* Simulator.Simulator
-      const reply = yield* Recovery.generate(request(true), {
-        hooks: {
-          onChunk: (event) => Effect.sync(() => (seen += event._tag === "TextDelta" ? event.text : ""))
-        }
-      }).pipe(Effect.provide(provider(sim, route)))
+      const reply = yield* drive(
+        Recovery.generate(request(true), {
+          hooks: {
+            onChunk: (event) => Effect.sync(() => (seen += event._tag === "TextDelta" ? event.text : ""))
+          }
+        }).pipe(Effect.provide(provider(sim, route)))
+      )
       assert.strictEqual(reply.text, text)
       assert.strictEqual(seen, text)
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("a tool call of a resumed response runs once, with the arguments the server completed", () =>
+  it.effect("a tool call of a resumed response runs once, with the arguments the server completed", () =>
     Effect.gen(function*() {
       const sim = yield* Simulator.Simulator
       const reply: SimulatorScript.Reply = {
@@ -491,10 +521,11 @@ describe("hooks and tools", () => {
       })
       const counting = countingTool()
       const notes = recorder()
-      const result = yield* Chat.step([{ role: "user", text: "Please record a line." }], {
-        model: "chat-model",
-        background: true
-      }).pipe(Effect.provide(Layer.mergeAll(provider(sim, route), livePolicy, notes.layer, counting.layer)))
+      const result = yield* drive(
+        Chat.step([{ role: "user", text: "Please record a line." }], { model: "chat-model", background: true }).pipe(
+          Effect.provide(Layer.mergeAll(provider(sim, route), testPolicy, notes.layer, counting.layer))
+        )
+      )
       assert.strictEqual(result.reply.text, "Done.")
       assert.deepStrictEqual(counting.calls, ["a line that is long enough to be cut in two"])
       assert.strictEqual(notes.of("AttemptResumed").length, 1)
@@ -504,28 +535,28 @@ describe("hooks and tools", () => {
 })
 
 describe("without background mode", () => {
-  it.live("the same cut replays, as before: a second send, no resume", () =>
+  it.effect("the same cut replays, as before: a second send, no resume", () =>
     Effect.gen(function*() {
       yield* script(route, { reply: { text }, steps: [{ kind: "reset", afterEvents: 5 }] })
-      const outcome: Outcome = yield* run({ request: request(false) })
+      const outcome: Outcome = yield* driven({ request: request(false) })
       assert.strictEqual(committed(outcome).text, text)
       assert.deepStrictEqual(yield* counts, { send: 2, resume: 0, poll: 0, cancel: 0 })
       assert.strictEqual(ofTag(outcome.notes, "AttemptDiscarded").length, 1)
       const [send] = yield* (yield* Simulator.Simulator).requestsTo(route)
       assert.notProperty(send?.body as object, "background")
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
-  it.live("subscription ignores background: no background field, replay", () =>
+  it.effect("subscription ignores background: no background field, replay", () =>
     Effect.gen(function*() {
       const sim = yield* Simulator.Simulator
       yield* sim.setScript({
         routes: { subscription: { reply: { text }, steps: [{ kind: "reset", afterEvents: 5 }] } }
       })
-      const outcome = yield* Effect.flatMap(start("subscription", { request: request(true) }), (s) => s.run)
+      const outcome = yield* drive(Effect.flatMap(start("subscription", { request: request(true) }), (s) => s.run))
       assert.strictEqual(committed(outcome).text, text)
       const sends = yield* sim.requestsTo("subscription")
       assert.strictEqual(sends.length, 2)
       assert.notProperty(sends[0]?.body as object, "background")
       assert.isFalse(Exit.isFailure(outcome.exit))
-    }).pipe(Effect.provide(simulator), Effect.provide(livePolicy)))
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
