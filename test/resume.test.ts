@@ -135,12 +135,11 @@ const drive = <A, E, R>(self: Effect.Effect<A, E, R>) =>
 const driven = (options: Parameters<typeof start>[1]) => drive(run(options))
 
 describe("every cut point of a recorded capture", () => {
-  // Every cut of three captures (text with reasoning and function calls, a multi-turn shell run, hosted tool
-  // search), and a dozen cuts spread over each of the others (and the one before the terminal).
+  // Every cut of two captures (text with reasoning items and function calls; a multi-turn shell run with hosted
+  // tools), and six cuts spread over each of the others (and the one before the terminal).
   const full = new Set([
     "openai-reasoning-encrypted-content.1.chunks.txt",
-    "openai-shell-container-multiturn.1.chunks.txt",
-    "openai-tool-search.1.chunks.txt"
+    "openai-shell-container-multiturn.1.chunks.txt"
   ])
   const names = Fs.readdirSync(recordedDir).filter((name) => name.endsWith(".chunks.txt")).sort()
 
@@ -151,7 +150,7 @@ describe("every cut point of a recorded capture", () => {
         const events = eventsOf(name)
         yield* script(route, { reply: { fixture: capture(name) } })
         const uncut = committed(yield* driven({ request: request(true) }))
-        const stride = full.has(name) ? 1 : Math.max(1, Math.ceil(events.length / 12))
+        const stride = full.has(name) ? 1 : Math.max(1, Math.ceil(events.length / 6))
         const cuts = Array.from({ length: events.length + 1 }, (_, n) => n).filter((n) =>
           n % stride === 0 || n === events.length - 1
         )
@@ -190,6 +189,27 @@ describe("every cut point of a recorded capture", () => {
         }
       }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)), 60_000)
   }
+
+  it.effect("events without sequence numbers: nothing to resume from, replayed", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "reprise-resume-"))
+      const unnumbered = Path.join(dir, "unnumbered.chunks.txt")
+      const response = { id: "resp_x", object: "response", status: "in_progress", output: [] }
+      Fs.writeFileSync(
+        unnumbered,
+        [
+          { type: "response.created", response },
+          { type: "response.output_text.delta", delta: "No numbers " },
+          { type: "response.output_text.delta", delta: "here." },
+          { type: "response.completed", response: { ...response, status: "completed" } }
+        ].map((e) => JSON.stringify(e)).join("\n")
+      )
+      yield* script(route, { reply: { fixture: unnumbered }, steps: [{ kind: "reset", afterEvents: 2 }] })
+      const outcome = yield* driven({ request: request(true) })
+      assert.strictEqual(committed(outcome).text, "No numbers here.")
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 0, poll: 0, cancel: 1 })
+      assert.strictEqual(ofTag(outcome.notes, "AttemptDiscarded").length, 1)
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
   it.effect("a cut inside an event: the cursor is the last whole event", () =>
     Effect.gen(function*() {

@@ -610,8 +610,15 @@ const follow = (
   track: Tracker,
   event: ResponsesEvent
 ): "duplicate" | TransportError.TransportError | undefined => {
+  // the id names the response to cancel, numbered or not
+  if (track.responseId === undefined && "response" in event) {
+    const id = event.response?.id
+    if (typeof id === "string") track.responseId = id
+  }
   const sequence = event.sequence_number
   if (typeof sequence !== "number") {
+    // a keepalive or an error event without a number says nothing of the cursor
+    if (event.type === "keepalive" || event.type === "error") return undefined
     if (track.expect !== undefined) return gap(protocol, track.expect, undefined)
     track.unnumbered = true
     return undefined
@@ -620,10 +627,6 @@ const follow = (
   if (track.expect !== undefined && sequence !== track.expect) return gap(protocol, track.expect, sequence)
   track.expect = undefined
   track.cursor = sequence
-  if (track.responseId === undefined && "response" in event) {
-    const id = event.response?.id
-    if (typeof id === "string") track.responseId = id
-  }
   return undefined
 }
 
