@@ -43,6 +43,7 @@ const item = fc.record({
 }, { requiredKeys: [] })
 const errorObject = fc.record({ code: scalar, type: scalar, message: scalar }, { requiredKeys: [] })
 const response = fc.record({
+  id: scalar,
   status: scalar,
   output: fc.oneof(fc.array(fc.oneof(item, scalar), { maxLength: 3 }), scalar),
   usage: fc.oneof(fc.record({ input_tokens: scalar, output_tokens: scalar }, { requiredKeys: [] }), scalar),
@@ -61,6 +62,12 @@ const event = fc.record({
   message: member,
   error: member,
   response: member,
+  // every event's number, which a resume counts from: a number, or anything else
+  sequence_number: fc.oneof(
+    { weight: 14, arbitrary: fc.integer({ min: -1, max: 1_000_000 }) },
+    { weight: 1, arbitrary: fc.double() },
+    { weight: 1, arbitrary: member }
+  ),
   extra: json
 }, { requiredKeys: [] })
 
@@ -88,7 +95,7 @@ const agree = <A, I>(
         counts.rejected++
       }
     }),
-    { numRuns: 3000 }
+    { numRuns: 4000 }
   )
   return counts
 }
