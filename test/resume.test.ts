@@ -242,6 +242,27 @@ describe("the resumed stream must continue the cursor", () => {
       assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 
+  it.effect("[DONE] before the terminal on a resume: a premature end like any other, resumed again", () =>
+    Effect.gen(function*() {
+      const name = "openai-shell-container-multiturn.1.chunks.txt"
+      const events = eventsOf(name)
+      yield* script(route, {
+        reply: { fixture: capture(name) },
+        steps: [{ kind: "reset", afterEvents: 5 }],
+        resume: { steps: [sseStep(sse(events.slice(5, 9)) + "data: [DONE]\n\n")] }
+      })
+      const uncut = events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("")
+      const outcome = yield* driven({ request: request(true) })
+      assert.strictEqual(committed(outcome).text, uncut)
+      assert.strictEqual(shown(outcome.notes), uncut)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 2, poll: 0, cancel: 0 })
+      const resumes = (yield* (yield* Simulator.Simulator).requestsTo(route)).filter((r) => r.kind === "resume")
+      assert.deepStrictEqual(resumes.map((r) => r.path.split("starting_after=")[1]), [
+        String(events[4]!.sequence_number),
+        String(events[8]!.sequence_number)
+      ])
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
   it.effect("a gap: a typed failure of that resume, then a poll that adds the suffix only", () =>
     Effect.gen(function*() {
       // the resume skips two events after the cursor

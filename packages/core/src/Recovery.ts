@@ -373,7 +373,9 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
 
     // A response recovery leaves behind (it replays, gives up or is interrupted) is cancelled on the server, once:
     // it would go on running and billing. Not a generation attempt; its failure is told, not raised.
-    const abandon: Effect.Effect<void> = Effect.suspend(() => {
+    // Uninterruptible (the cancel is bounded by its provider): once taken off `live`, an interruption must not stop
+    // it halfway, since nothing would cancel the response again.
+    const abandon: Effect.Effect<void> = Effect.uninterruptible(Effect.suspend(() => {
       const resumable = resumableNow()
       live = undefined
       if (resumable === undefined) return Effect.void
@@ -385,7 +387,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             Metric.tagged(Telemetry.cancels, "outcome", result._tag === "Left" ? "failed" : "cancelled")
           )
         ))
-    })
+    }))
 
     // The attempt's send is reserved by the sender; this is what its reservation starts.
     const onStart = (resumed: Pending | undefined) => (attempt: number) =>
@@ -424,11 +426,30 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         const verdict = Classification.classify(error)
         const remainingAttempts = yield* allowance.remainingAttempts
         if (remainingAttempts === 0) return undefined
-        const next = resumable.continuation({ error, retryable: verdict._tag === "Retryable", remainingAttempts })
+        const next = resumable.continuation({
+          error,
+          retryable: verdict._tag === "Retryable",
+          remainingAttempts,
+          shownText: acc.text,
+          shownReasoning: acc.reasoning
+        })
         if (Option.isNone(next)) return undefined
         const continuation = next.value
         const responseId = resumable.responseId()!
-        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+        // Recovery ends here after all: what the attempt kept is discarded with it, as when a replay cannot be made.
+        const stop = (stop: Effect.Effect<never, RecoveryError>): Effect.Effect<Decision> =>
+          Effect.as(
+            Effect.zipRight(
+              notify(
+                N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+              ),
+              Effect.zipRight(
+                Metric.increment(Telemetry.discards),
+                Effect.annotateCurrentSpan({ [A.discardedChars]: acc.text.length, [A.outcome]: "surfaced" })
+              )
+            ),
+            { _tag: "Stop", error, stop } as Decision
+          )
         if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
           yield* fleet.pushback(
             error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
@@ -442,20 +463,20 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
         if (!continuation.immediate) {
           const backoff = yield* planner.next
-          if (Option.isNone(backoff)) return stop(exhausted("Attempts"))
+          if (Option.isNone(backoff)) return yield* stop(exhausted("Attempts"))
           wait = Policy.lengthen(backoff.value, verdict._tag === "Retryable" ? verdict.retryAfter : Option.none())
         }
         const now = yield* Clock.currentTimeNanos
         const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
         if (now + waitNanos >= allowance.deadlineAt) {
-          return stop(
+          return yield* stop(
             wait.source === "retry-after"
               ? exhausted("RetryAfterBeyondDeadline", wait.delay)
               : exhausted("Deadline")
           )
         }
         const withdrawal = yield* fleet.withdraw
-        if (!withdrawal.allowed) return stop(exhausted("FleetBudget"))
+        if (!withdrawal.allowed) return yield* stop(exhausted("FleetBudget"))
         yield* Effect.annotateCurrentSpan({
           [A.outcome]: "resumed",
           [A.retryDelayMs]: Duration.toMillis(wait.delay),

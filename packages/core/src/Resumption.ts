@@ -65,6 +65,12 @@ export interface Failure {
   readonly retryable: boolean
   /** Sends the Budget still allows. */
   readonly remainingAttempts: number
+  /**
+   * The text and reasoning the consumer has been shown of this response: what a continuation must extend. A
+   * provider whose own account differs (output it counted was never surfaced) continues from this one.
+   */
+  readonly shownText: string
+  readonly shownReasoning: string
 }
 
 /**

@@ -33,6 +33,8 @@ const fake = (options: {
   >
   readonly settled?: boolean
   readonly plan?: (failure: Resumption.Failure) => "stream" | "poll" | "none"
+  /** How long the cancel takes (TestClock). */
+  readonly cancelTakes?: Duration.DurationInput
 }) =>
   Effect.gen(function*() {
     const asked = yield* Ref.make<Array<Resumption.Failure>>([])
@@ -61,7 +63,7 @@ const fake = (options: {
         const mode = options.plan?.(failure) ?? (failure.retryable ? "stream" : "none")
         return mode === "none" || next >= options.continuations.length ? Option.none() : Option.some(continuation(mode))
       },
-      cancel: Ref.update(cancels, (n) => n + 1)
+      cancel: Effect.zipRight(Effect.sleep(options.cancelTakes ?? 0), Ref.update(cancels, (n) => n + 1))
     }
     const generation = Stream.unwrap(Effect.gen(function*() {
       yield* Resumption.offer(resumable)
@@ -169,6 +171,31 @@ describe("Resumption in Recovery.run", () => {
       yield* TestClock.adjust("5 millis")
       yield* Fiber.interrupt(fiber)
       assert.strictEqual(yield* f.cancels, 1)
+    }).pipe(Effect.provide(policy)))
+
+  it.effect("interrupted while the cancel before a replay is in flight: the cancel completes and is told", () =>
+    Effect.gen(function*() {
+      const rec = yield* recorder
+      const f = yield* fake({ first: ["a"], continuations: [], plan: () => "none", cancelTakes: "500 millis" })
+      const fiber = yield* Effect.fork(Recovery.run(f.generation).pipe(Effect.provide(rec.layer)))
+      yield* TestClock.adjust("5 millis") // inside the 10 ms backoff, the cancel under way
+      const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+      yield* TestClock.adjust("500 millis")
+      yield* Fiber.join(interrupting)
+      assert.strictEqual(yield* f.cancels, 1)
+      assert.deepStrictEqual(
+        (yield* rec.all).flatMap((n) => n._tag === "ResponseCancelled" ? [n.responseId] : []),
+        ["resp_1"]
+      )
+    }).pipe(Effect.provide(policy)))
+
+  it.effect("what the consumer was shown is passed to the continuation", () =>
+    Effect.gen(function*() {
+      const f = yield* fake({ first: ["one ", "two"], continuations: [{ events: ["!"] }] })
+      const fiber = yield* Effect.fork(Recovery.run(f.generation))
+      yield* TestClock.adjust("10 millis")
+      yield* Fiber.join(fiber)
+      assert.deepStrictEqual((yield* f.asked).map((a) => [a.shownText, a.shownReasoning]), [["one two", ""]])
     }).pipe(Effect.provide(policy)))
 
   it.effect("a response that ended on the server is neither continued nor cancelled", () =>

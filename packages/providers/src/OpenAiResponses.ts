@@ -40,7 +40,6 @@ import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
-import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as Resumption from "@reprise/core/Resumption"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Clock from "effect/Clock"
@@ -50,7 +49,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Types from "effect/Types"
@@ -163,7 +161,8 @@ const isReasoning = (item: OutputItem): item is typeof ReasoningItem.Type => ite
  * @category schemas
  */
 export const Response = Schema.Struct({
-  id: NullableString,
+  // not checked: only a background response's stream reads it, and keeps it only when it is addressable
+  id: optional(Schema.Unknown),
   status: NullableString,
   output: optional(nullable(Schema.Array(OutputItem))),
   usage: optional(nullable(Usage)),
@@ -394,8 +393,6 @@ export const PolledResponse = Schema.Struct({
  */
 export type PolledResponse = typeof PolledResponse.Type
 
-const decodePolled = Schema.decodeUnknownEither(PolledResponse)
-
 /** The reply's text in a response object: its messages' `output_text` parts, in order, with nothing inserted. */
 const outputText = (response: PolledResponse): string => {
   let text = ""
@@ -586,11 +583,23 @@ interface Tracker {
   expect: number | undefined
   /** An event came without a number: the stream cannot be continued from a cursor. */
   unnumbered: boolean
-  /** The response failed or was refused in-band: it is over on the server. */
+  /** The response reached its end on the server: its terminal, `response.failed`, a finished poll. */
   settled: boolean
+  /** An in-band `error` event ended the stream: a continuation would read it again. */
+  erred: boolean
   text: string
+  /** The reasoning summaries surfaced; `rawReasoning` once reasoning text (not a summary) was too. */
   reasoning: string
+  rawReasoning: boolean
 }
+
+/**
+ * A response id reprise can address and show: letters, digits, `_` and `-` (what the API issues), without the key in
+ * it. Any other id is not kept: that response is neither resumed nor cancelled (its URL could point elsewhere, its
+ * text end up in a notice).
+ */
+const addressable = (id: unknown, scrub: (text: string) => string): id is string =>
+  typeof id === "string" && /^[A-Za-z0-9_-]{1,256}$/.test(id) && scrub(id) === id
 
 const gap = (protocol: string, expected: number, got: number | undefined): TransportError.TransportError =>
   new TransportError.TransportError({
@@ -608,12 +617,13 @@ const gap = (protocol: string, expected: number, got: number | undefined): Trans
 const follow = (
   protocol: string,
   track: Tracker,
-  event: ResponsesEvent
+  event: ResponsesEvent,
+  scrub: (text: string) => string
 ): "duplicate" | TransportError.TransportError | undefined => {
   // the id names the response to cancel, numbered or not
   if (track.responseId === undefined && "response" in event) {
     const id = event.response?.id
-    if (typeof id === "string") track.responseId = id
+    if (addressable(id, scrub)) track.responseId = id
   }
   const sequence = event.sequence_number
   if (typeof sequence !== "number") {
@@ -651,7 +661,7 @@ const decoder = (
     if (decoded._tag === "Left") return Either.left(decoded.left)
     const e = decoded.right
     if (track !== undefined) {
-      const followed = follow(protocol, track, e)
+      const followed = follow(protocol, track, e, settings.scrub)
       if (followed === "duplicate") return Either.right(Option.none())
       if (followed !== undefined) return Either.left(followed)
     }
@@ -777,7 +787,10 @@ const decoder = (
       case "response.reasoning_text.delta": {
         const text = event.delta
         if (text === undefined || text === null || text.length === 0) return Either.right([])
-        if (track !== undefined && event.type === "response.reasoning_summary_text.delta") track.reasoning += text
+        if (track !== undefined) {
+          if (event.type === "response.reasoning_summary_text.delta") track.reasoning += text
+          else track.rawReasoning = true
+        }
         return Either.right([Generation.ReasoningDelta({ text })])
       }
       case "response.output_item.added":
@@ -846,11 +859,15 @@ const decoder = (
   }
 
   const machine: SseInternal.Machine<Event> = {
-    // an event the machine fails on (an in-band error, a failed response, calls that cannot be completed at the
-    // terminal) ends the response on the server too
+    // A terminal or `response.failed` the machine fails on (a failed status, calls that cannot be completed) is the
+    // response's end on the server; an `error` event ends the stream, not always the response; `[DONE]` before the
+    // terminal is a premature EOF like any other.
     step: track === undefined ? step : (input) => {
       const stepped = step(input)
-      if (stepped._tag === "Left") track.settled = true
+      if (stepped._tag === "Left" && input._tag === "Event") {
+        if (input.event.type === "error") track.erred = true
+        else track.settled = true
+      }
       return stepped
     },
     done: () => finished,
@@ -868,8 +885,9 @@ const decoder = (
     response: PolledResponse
   ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
     const status = response.status ?? "completed"
+    // finished on the server, whatever becomes of its output here
+    if (track !== undefined) track.settled = true
     if (status === "failed" || status === "cancelled") {
-      if (track !== undefined) track.settled = true
       return Either.left(
         status === "failed"
           ? inBand(settings, context.requestId, response.error, {})
@@ -896,7 +914,8 @@ const decoder = (
     if (track !== undefined) track.text = text
     const summary = summaryText(response)
     const thought = track?.reasoning ?? ""
-    if (summary.length > thought.length && summary.startsWith(thought)) {
+    // after reasoning text was shown, a summary would not extend it
+    if (track?.rawReasoning !== true && summary.length > thought.length && summary.startsWith(thought)) {
       out.push(Generation.ReasoningDelta({ text: summary.slice(thought.length) }))
     }
     return Either.map(
@@ -1011,8 +1030,10 @@ const backgroundStream = (
       expect: undefined,
       unnumbered: false,
       settled: false,
+      erred: false,
       text: "",
-      reasoning: ""
+      reasoning: "",
+      rawReasoning: false
     }
     const context: { requestId: string | undefined } = { requestId: undefined }
     const { complete, decode, machine } = decoder(variant.protocol, settings, context, variant.doneIsTerminal, track)
@@ -1029,6 +1050,9 @@ const backgroundStream = (
         })
       )
 
+    // a polled object is decoded like an event: its schema, its text scrubbed and cut in a complaint, and a value
+    // nested too deep reported by its depth
+    const decodePolled = SseInternal.jsonDecoder(PolledResponse, settings)
     const poll = (id: string) =>
       Stream.unwrap(Effect.gen(function*() {
         const allowance = yield* Budget.Budget
@@ -1036,19 +1060,8 @@ const backgroundStream = (
         while (true) {
           const body = yield* Background.poll(client, settings, id, debit)
           debit = false
-          const decoded = decodePolled(body)
-          if (Either.isLeft(decoded)) {
-            return yield* Effect.fail(
-              new ProviderRejection.ProviderRejection({
-                reason: "MalformedStream",
-                detail: settings.scrub(
-                  `${variant.protocol}: the polled response is not a response object: ${
-                    ParseResult.TreeFormatter.formatErrorSync(decoded.left)
-                  }`
-                )
-              })
-            )
-          }
+          const decoded = decodePolled({ event: "response object", id: undefined, data: body })
+          if (Either.isLeft(decoded)) return yield* Effect.fail(decoded.left)
           const response = decoded.right
           if (response.status === "queued" || response.status === "in_progress") {
             const now = yield* Clock.currentTimeNanos
@@ -1091,10 +1104,19 @@ const backgroundStream = (
     yield* Resumption.offer({
       responseId: () => track.responseId,
       settled: () => track.settled || machine.done(),
-      continuation: ({ error, remainingAttempts, retryable }) => {
+      continuation: ({ error, remainingAttempts, retryable, shownReasoning, shownText }) => {
         const id = track.responseId
         const from = track.cursor
-        if (id === undefined || from === undefined || track.unnumbered || last === "poll") return Option.none()
+        if (id === undefined || from === undefined || track.unnumbered || track.erred || last === "poll") {
+          return Option.none()
+        }
+        // What the consumer has is what a continuation extends. Should output this stream counted have failed to
+        // reach it, the events cannot be read again without reading some twice: the poll completes from its text.
+        if (shownText !== track.text || (!track.rawReasoning && shownReasoning !== track.reasoning)) {
+          track.text = shownText
+          track.reasoning = shownReasoning
+          return retryable || refusal(error) ? continuation("poll", id, from, false) : Option.none()
+        }
         if (refusal(error)) return continuation("poll", id, from, true)
         if (!retryable) return Option.none()
         return continuation(remainingAttempts <= 1 ? "poll" : "stream", id, from, false)

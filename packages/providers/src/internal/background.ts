@@ -19,7 +19,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { fromBodyError } from "./failure.js"
-import { excerpt } from "./redaction.js"
 import * as Send from "./send.js"
 import { endpoint, type Settings } from "./settings.js"
 
@@ -75,7 +74,8 @@ export const resume = (
   )
 
 /**
- * A poll: the response object as JSON. `debit`: the poll is the continuation's send (its first poll).
+ * A poll: the response object's text, for the caller to decode. `debit`: the poll is the continuation's send (its
+ * first poll).
  *
  * @internal
  */
@@ -84,11 +84,11 @@ export const poll = (
   settings: Settings,
   id: string,
   debit: boolean
-): Effect.Effect<unknown, ProviderFailure.ProviderFailure | Budget.BudgetExhausted, Budget.Budget> => {
+): Effect.Effect<string, ProviderFailure.ProviderFailure | Budget.BudgetExhausted, Budget.Budget> => {
   const get = request("GET", resourceUrl(settings, id).href, "application/json", settings)
   return (debit ? Send.send(client, get, settings) : Send.execute(client, get, settings)).pipe(
     Effect.flatMap((response) => Send.succeeded(response, settings)),
-    Effect.flatMap((response) => readJson(response, settings))
+    Effect.flatMap((response) => readText(response, settings))
   )
 }
 
@@ -119,15 +119,15 @@ export const cancel = (
   )
 
 /**
- * A JSON body, read within `maxReplyBytes` and the idle timeout: past the bound `ReplyTooLarge`, text that is not
- * JSON `MalformedStream` (quoting a scrubbed excerpt), a body cut mid-read `Reset`.
+ * A body's text, read within `maxReplyBytes` and the idle timeout: past the bound `ReplyTooLarge`, a body cut
+ * mid-read `Reset`.
  *
  * @internal
  */
-export const readJson = (
+export const readText = (
   response: HttpClientResponse.HttpClientResponse,
   settings: Settings
-): Effect.Effect<unknown, ProviderFailure.ProviderFailure> =>
+): Effect.Effect<string, ProviderFailure.ProviderFailure> =>
   response.stream.pipe(
     Stream.mapError((error) => fromBodyError(error, settings.scrub)),
     Stream.runFoldEffect({ parts: [] as Array<Uint8Array>, size: 0 }, (acc, bytes) => {
@@ -151,19 +151,7 @@ export const readJson = (
           detail: `the response object was not read within ${Duration.format(settings.idleTimeout)}`
         })
     }),
-    Effect.flatMap(({ parts }) => {
-      const text = Buffer.concat(parts).toString("utf8")
-      try {
-        return Effect.succeed(JSON.parse(text) as unknown)
-      } catch {
-        return Effect.fail(
-          new ProviderRejection.ProviderRejection({
-            reason: "MalformedStream",
-            detail: settings.scrub(`expected a response object, got ${excerpt(settings.scrub, text, 200)}`)
-          })
-        )
-      }
-    })
+    Effect.map(({ parts }) => Buffer.concat(parts).toString("utf8"))
   )
 
 /**
