@@ -136,7 +136,7 @@ const driven = (options: Parameters<typeof start>[1]) => drive(run(options))
 
 describe("every cut point of a recorded capture", () => {
   // Every cut of two captures (text with reasoning items and function calls; a multi-turn shell run with hosted
-  // tools), and six cuts spread over each of the others (and the one before the terminal).
+  // tools), and of each other capture: none, after response.created, in the middle, and the one before the terminal.
   const full = new Set([
     "openai-reasoning-encrypted-content.1.chunks.txt",
     "openai-shell-container-multiturn.1.chunks.txt"
@@ -150,10 +150,9 @@ describe("every cut point of a recorded capture", () => {
         const events = eventsOf(name)
         yield* script(route, { reply: { fixture: capture(name) } })
         const uncut = committed(yield* driven({ request: request(true) }))
-        const stride = full.has(name) ? 1 : Math.max(1, Math.ceil(events.length / 6))
-        const cuts = Array.from({ length: events.length + 1 }, (_, n) => n).filter((n) =>
-          n % stride === 0 || n === events.length - 1
-        )
+        const cuts = full.has(name)
+          ? Array.from({ length: events.length + 1 }, (_, n) => n)
+          : [...new Set([0, 1, Math.floor(events.length / 2), events.length - 1])]
         for (const n of cuts) {
           yield* sim.setScript({
             routes: { [route]: { reply: { fixture: capture(name) }, steps: [{ kind: "reset", afterEvents: n }] } }
