@@ -6,7 +6,7 @@
  * every wait.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Option, Ref, Stream, TestClock } from "effect"
+import { Duration, Effect, Exit, FastCheck as fc, Fiber, Option, Ref, Stream, TestClock } from "effect"
 import * as Budget from "../src/Budget.js"
 import * as Generation from "../src/Generation.js"
 import * as Policy from "../src/Policy.js"
@@ -228,4 +228,96 @@ describe("Resumption in Recovery.run", () => {
       assert.strictEqual(reply.text, "abc")
       assert.deepStrictEqual(seen, ["a", "b", "c"])
     }).pipe(Effect.provide(policy)))
+})
+
+/**
+ * A response of `pieces` the fake server keeps, numbered 1…n; each read (the send, then each continuation from the
+ * cursor the fake keeps as its provider would) shows the pieces up to its cut and fails, the last one finishes.
+ * `refusals` marks the continuations the server refuses outright (a poll then completes the response at once).
+ */
+const kept = (pieces: ReadonlyArray<string>, cuts: ReadonlyArray<number>, refusals: ReadonlySet<number>) =>
+  Effect.gen(function*() {
+    const sends = yield* Ref.make(0)
+    const cancels = yield* Ref.make(0)
+    let cursor = 0
+    let reads = 0
+    const read = (
+      poll: boolean
+    ): Stream.Stream<Generation.GenerationEvent, TransportError.TransportError, Budget.Budget> =>
+      Stream.unwrap(Effect.gen(function*() {
+        yield* Budget.reserve
+        yield* Ref.update(sends, (n) => n + 1)
+        const k = reads++
+        if (!poll && k > 0 && refusals.has(k)) {
+          return Stream.fail(new TransportError.TransportError({ reason: "ResumeGap", detail: "refused" }))
+        }
+        const until = poll ? pieces.length : Math.min(pieces.length, Math.max(cursor, cuts[k] ?? pieces.length))
+        const shown = pieces.slice(cursor, until).map(text)
+        const advance = Stream.fromIterable(shown).pipe(Stream.tap(() => Effect.sync(() => cursor++)))
+        return until === pieces.length
+          ? Stream.concat(advance, Stream.make(finish))
+          : Stream.concat(advance, Stream.fail(reset))
+      }))
+    let mode: Resumption.Mode = "stream"
+    const resumable: Resumption.Resumable = {
+      responseId: () => "resp_p",
+      settled: () => false,
+      continuation: (failure) => {
+        mode = failure.error.reason === "ResumeGap" ? "poll" : "stream"
+        return Option.some({
+          mode,
+          fromSequence: cursor,
+          immediate: mode === "poll",
+          stream: read(mode === "poll")
+        })
+      },
+      cancel: Ref.update(cancels, (n) => n + 1)
+    }
+    const generation = Stream.unwrap(Effect.as(Resumption.offer(resumable), read(false)))
+    return { generation, sends: Ref.get(sends), cancels: Ref.get(cancels) }
+  })
+
+describe("Resumption, for any cuts", () => {
+  it.effect.prop(
+    "the reply is the whole response, shown once; sends ≤ maxAttempts; nothing discarded; cancelled only when given up",
+    {
+      pieces: fc.array(fc.string({ minLength: 1, maxLength: 4 }), { minLength: 1, maxLength: 12 }),
+      cuts: fc.array(fc.integer({ min: 0, max: 12 }), { maxLength: 12 }),
+      refusals: fc.uniqueArray(fc.integer({ min: 1, max: 12 }), { maxLength: 3 }),
+      maxAttempts: fc.integer({ min: 1, max: 12 })
+    },
+    ({ cuts, maxAttempts, pieces, refusals }) =>
+      Effect.gen(function*() {
+        const rec = yield* recorder
+        const k = yield* kept(pieces, cuts, new Set(refusals))
+        const fiber = yield* Effect.fork(
+          Effect.exit(
+            Recovery.run(k.generation).pipe(
+              Effect.provide(rec.layer),
+              Effect.provide(Budget.layer({ maxAttempts }))
+            )
+          )
+        )
+        for (let i = 0; i < 100 && Option.isNone(yield* fiber.poll); i++) yield* TestClock.adjust("1 minute")
+        const exit = yield* Fiber.join(fiber)
+        const notes = yield* rec.all
+        const sends = yield* k.sends
+        assert.isAtMost(sends, maxAttempts)
+        const shown = notes.flatMap((n) => n._tag === "Preview" && n.event._tag === "TextDelta" ? [n.event.text] : [])
+        assert.strictEqual(notes.filter((n) => n._tag === "AttemptResumed").length, Math.max(0, sends - 1))
+        if (Exit.isSuccess(exit)) {
+          assert.strictEqual(exit.value.text, pieces.join(""))
+          assert.strictEqual(shown.join(""), pieces.join(""), "every piece shown once, in order")
+          assert.strictEqual(exit.value.attempts, sends)
+          assert.strictEqual(yield* k.cancels, 0)
+          assert.isFalse(notes.some((n) => n._tag === "AttemptDiscarded"))
+        } else {
+          // out of attempts: what was kept is discarded, the response cancelled, once
+          assert.strictEqual(sends, maxAttempts)
+          assert.strictEqual(yield* k.cancels, 1)
+          assert.isTrue(pieces.join("").startsWith(shown.join("")))
+        }
+      }),
+    { fastCheck: { numRuns: 200 } }
+  )
 })
