@@ -243,7 +243,11 @@ const kept = (pieces: ReadonlyArray<string>, cuts: ReadonlyArray<number>, refusa
     let reads = 0
     const read = (
       poll: boolean
-    ): Stream.Stream<Generation.GenerationEvent, TransportError.TransportError, Budget.Budget> =>
+    ): Stream.Stream<
+      Generation.GenerationEvent,
+      TransportError.TransportError | Budget.BudgetExhausted,
+      Budget.Budget
+    > =>
       Stream.unwrap(Effect.gen(function*() {
         yield* Budget.reserve
         yield* Ref.update(sends, (n) => n + 1)
