@@ -68,6 +68,10 @@ export interface Outcome {
   readonly message: string
 }
 
+// The failures of a recovery scope (the `RecoveryError` family) are told apart by their guards, which read their
+// type ids. The few errors of other modules (the simulator's script loader, the builtin tools, the transcript, the
+// conversation step) are matched by tag: their modules are not loaded for `--help`, and importing a guard would load
+// them into the CLI's first chunk.
 const hasTag = (u: unknown, tag: string) => Predicate.isTagged(u, tag)
 
 /**

@@ -19,12 +19,14 @@ import * as ProviderRejection from "./ProviderRejection.js"
 import * as TransportError from "./TransportError.js"
 
 /**
- * The HTTP statuses that are replayed.
+ * The HTTP statuses that are replayed: every status that reports the server's condition
+ * (`TransportError.serverConditionStatuses`), unless the server forbids it (`x-should-retry: false`). A status that
+ * judges the request is not, even on a hand-made `TransportError`.
  *
  * @since 0.1.0
  * @category allowlist
  */
-export const retryableStatuses: ReadonlySet<number> = new Set([408, 429, 500, 502, 503, 504, 529])
+export const retryableStatuses: ReadonlySet<number> = TransportError.serverConditionStatuses
 
 /**
  * In-band provider error types and codes that are replayed (Anthropic error types, OpenAI error codes and types).

@@ -134,8 +134,16 @@ const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]
   (value === undefined ? {} : { [key]: value }) as { [P in K]?: V }
 
 /**
- * Maps a non-success HTTP response to a typed failure: a `TransportError` when the status may be replayed, a
- * `ProviderRejection` otherwise.
+ * Maps a non-success HTTP response to a typed failure that says what happened: a status that reports the server's
+ * condition (`TransportError.serverConditionStatuses`, or a 409 the server calls transient with `x-should-retry:
+ * true`: the conflict is its state, not the request's) is a `TransportError{reason: "HttpStatus"}`; a redirect, a quota, an
+ * overflow, the key, the permission, an unknown resource or a bad request is a `ProviderRejection` with that reason,
+ * and any other status (`501`, `505`, `418`, …) a `ProviderRejection{reason: "OtherStatus"}`. Whether it is replayed
+ * is not decided here: that is `Classification.classify`, by its allowlist and `x-should-retry` (a 503 with
+ * `x-should-retry: false` is a `TransportError` that is never replayed).
+ *
+ * Before, this asked `Classification` whether the status was retryable to choose the class, and `classify` then
+ * decided again.
  *
  * @since 0.1.0
  * @category constructors
@@ -158,8 +166,7 @@ export const fromHttpStatus = (input: HttpFailureInput): ProviderFailure => {
   if (input.status === 402) return rejection("Quota")
   if (input.status === 413) return rejection("ContextOverflow")
   if (
-    Classification.isRetryableStatus(input.status, input.shouldRetry) ||
-    Classification.retryableStatuses.has(input.status)
+    TransportError.serverConditionStatuses.has(input.status) || (input.status === 409 && input.shouldRetry === true)
   ) {
     return new TransportError.TransportError({
       reason: "HttpStatus",

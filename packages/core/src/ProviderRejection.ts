@@ -8,6 +8,7 @@
  */
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Family from "./internal/family.js"
 
 /**
  * @since 0.1.0
@@ -88,6 +89,13 @@ export class ProviderRejection extends Schema.TaggedError<ProviderRejection>("@r
    * @since 0.1.0
    */
   readonly [TypeId]: TypeId = TypeId
+
+  /**
+   * The `RecoveryError` family's mark.
+   *
+   * @since 0.1.0
+   */
+  readonly [Family.TypeId]: Family.TypeId = Family.TypeId
 
   /**
    * @since 0.1.0

@@ -41,7 +41,7 @@ import { Accumulator } from "./internal/attempt.js"
 import * as Policy from "./Policy.js"
 import * as Provider from "./Provider.js"
 import * as ProviderFailure from "./ProviderFailure.js"
-import * as ProviderRejection from "./ProviderRejection.js"
+import * as RecoveryErrorFamily from "./RecoveryError.js"
 import * as RecoveryExhausted from "./RecoveryExhausted.js"
 import * as RecoveryNotifications from "./RecoveryNotifications.js"
 import * as Telemetry from "./RecoveryTelemetry.js"
@@ -50,15 +50,13 @@ import * as TransportError from "./TransportError.js"
 
 /**
  * Everything a recovery scope may fail with: a failure that was not replayed (surfaced unchanged, with
- * `partialOutputChars` and, where replay was blocked, `replayBlocked`), exhaustion, or a failed hook.
+ * `partialOutputChars` and, where replay was blocked, `replayBlocked`), exhaustion, or a failed hook. The family
+ * lives in {@link RecoveryErrorFamily} (`@reprise/core/RecoveryError`); this is its union.
  *
  * @since 0.1.0
  * @category models
  */
-export type RecoveryError =
-  | ProviderFailure.ProviderFailure
-  | RecoveryExhausted.RecoveryExhausted
-  | HookError.HookError
+export type RecoveryError = RecoveryErrorFamily.RecoveryError
 
 /**
  * Generation hooks.
@@ -222,27 +220,6 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   })
 
 /**
- * Copies a provider failure with the facts of the attempt that surfaced it.
- */
-const annotate = (
-  error: ProviderFailure.ProviderFailure,
-  partialOutputChars: number,
-  replayBlocked?: TransportError.ReplayBlocked
-): ProviderFailure.ProviderFailure => {
-  const { _tag, ...fields } = error
-  return TransportError.isTransportError(error)
-    ? new TransportError.TransportError({
-      ...(fields as ConstructorParameters<typeof TransportError.TransportError>[0]),
-      partialOutputChars,
-      ...(replayBlocked === undefined ? {} : { replayBlocked })
-    })
-    : new ProviderRejection.ProviderRejection({
-      ...(fields as ConstructorParameters<typeof ProviderRejection.ProviderRejection>[0]),
-      partialOutputChars
-    })
-}
-
-/**
  * Runs a generation with recovery and returns the committed reply. The stream is run once per attempt; running it
  * must make one physical send (providers guarantee this).
  *
@@ -265,6 +242,8 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const errors: Array<ProviderFailure.ProviderFailure> = []
     // Physical sends made by this reply (the budget's count is shared with nested scopes).
     let attemptsOfReply = 0
+    // Characters of preview the last failed attempt had shown (for the exhaustion and `Failed`).
+    let lastShown: number | undefined
     // Why the fleet stopped a resend inside an attempt: that attempt then fails with a BudgetExhausted, which ends
     // recovery with this reason instead.
     let fleetStop: { readonly reason: RecoveryExhausted.Reason; readonly retryAfter?: Duration.Duration } | undefined
@@ -281,7 +260,8 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           elapsed: yield* allowance.elapsed,
           errors: [...errors],
           ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
-          ...(retryAfter === undefined ? {} : { retryAfter })
+          ...(retryAfter === undefined ? {} : { retryAfter }),
+          ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
         })
         yield* notify(N.Exhausted({ error }))
         yield* Metric.increment(Metric.tagged(Telemetry.exhaustions, "reason", reason))
@@ -292,7 +272,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const surface = <A extends RecoveryError>(error: A): Effect.Effect<never, A> =>
       Effect.zipRight(
         Effect.zipRight(
-          notify(N.Failed({ error })),
+          notify(N.Failed({ error, partialOutputChars: lastShown ?? 0 })),
           Effect.zipRight(
             Metric.increment(Metric.tagged(Telemetry.surfaced, A.errorType, error._tag)),
             Effect.annotateCurrentSpan({ [A.attempts]: attemptsOfReply, [A.errorClass]: Telemetry.errorClass(error) })
@@ -459,7 +439,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           ...Telemetry.failureAttributes(error),
           [A.retryable]: verdict._tag === "Retryable"
         })
-        errors.push(annotate(error, acc.text.length))
+        errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
         let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
         if (!continuation.immediate) {
           const backoff = yield* planner.next
@@ -524,10 +504,11 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       if (outcome.attempt === undefined) {
         // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
         const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
+        lastShown = 0
         yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
         const stop = Budget.isBudgetExhausted(error)
           ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-          : surface(HookError.isHookError(error) ? error : annotate(error, 0))
+          : surface(HookError.isHookError(error) ? error : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 }))
         return { _tag: "Stop", error, stop } as Decision
       }
       const attempt = outcome.attempt
@@ -551,6 +532,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       }
 
       const { acc, error } = outcome
+      lastShown = acc.text.length
       const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
       const resumable = replay ? resumableNow() : undefined
       if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
@@ -581,16 +563,16 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
 
       const verdict = Classification.classify(error)
       yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-      if (verdict._tag === "Permanent") return stop(surface(annotate(error, acc.text.length)))
+      if (verdict._tag === "Permanent") return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
       if (!replay) {
         yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
-        return stop(surface(annotate(error, acc.text.length)))
+        return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
       }
       if (acc.effectful) {
         yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-        return stop(surface(annotate(error, acc.text.length, "ExternalEffects")))
+        return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length, replayBlocked: "ExternalEffects" })))
       }
-      errors.push(annotate(error, acc.text.length))
+      errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
 
       const remainingAttempts = yield* allowance.remainingAttempts
       if (remainingAttempts === 0) return stop(exhausted("Attempts"))

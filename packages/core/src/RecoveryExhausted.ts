@@ -8,7 +8,20 @@
 import * as Duration from "effect/Duration"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Family from "./internal/family.js"
 import * as ProviderFailure from "./ProviderFailure.js"
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@reprise/core/RecoveryExhausted")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
 
 /**
  * - `Attempts`: every allowed send was made.
@@ -46,9 +59,23 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
     /** Every failed attempt's error of this reply, in order. */
     errors: Schema.Array(ProviderFailure.ProviderFailure),
     /** The server's requested wait (or the fleet's pause left), for `RetryAfterBeyondDeadline`. */
-    retryAfter: Schema.optional(Schema.DurationFromSelf)
+    retryAfter: Schema.optional(Schema.DurationFromSelf),
+    /** How many characters of preview the last attempt had shown, discarded with it (absent when none was made). */
+    partialOutputChars: Schema.optional(Schema.Number)
   }
 ) {
+  /**
+   * @since 0.1.0
+   */
+  readonly [TypeId]: TypeId = TypeId
+
+  /**
+   * The `RecoveryError` family's mark.
+   *
+   * @since 0.1.0
+   */
+  readonly [Family.TypeId]: Family.TypeId = Family.TypeId
+
   /**
    * @since 0.1.0
    */
@@ -70,4 +97,4 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
  * @since 0.1.0
  * @category guards
  */
-export const isRecoveryExhausted = (u: unknown): u is RecoveryExhausted => Predicate.isTagged(u, "RecoveryExhausted")
+export const isRecoveryExhausted = (u: unknown): u is RecoveryExhausted => Predicate.hasProperty(u, TypeId)

@@ -83,7 +83,11 @@ export type Notification = Data.TaggedEnum<{
   /** Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. */
   Exhausted: { readonly error: unknown }
   /** A failure that is not replayed (permanent, blocked by external effects, replay disabled, a hook). */
-  Failed: { readonly error: unknown }
+  Failed: {
+    readonly error: unknown
+    /** Characters of preview the attempt that failed had shown (0 when it was not sent, or a hook failed first). */
+    readonly partialOutputChars?: number | undefined
+  }
   /** The fleet is paused by server pushback: attempt `attempt` waits `delay` before it is sent. */
   FleetPaused: {
     readonly attempt: number

@@ -12,6 +12,7 @@
 import * as Duration from "effect/Duration"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Family from "./internal/family.js"
 
 /**
  * @since 0.1.0
@@ -57,6 +58,16 @@ export const Reason = Schema.Literal(
  * @category models
  */
 export type Reason = typeof Reason.Type
+
+/**
+ * The HTTP statuses that report the server's condition rather than judge the request (a `TransportError{reason:
+ * "HttpStatus"}` carries one): it timed out (408), it is rate limited (429), it failed or is overloaded (500, 502,
+ * 503, 504, 529).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const serverConditionStatuses: ReadonlySet<number> = new Set([408, 429, 500, 502, 503, 504, 529])
 
 /**
  * Why a failure that could otherwise be replayed was surfaced instead: `ExternalEffects`, a chunk hook had already
@@ -108,6 +119,13 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
    * @since 0.1.0
    */
   readonly [TypeId]: TypeId = TypeId
+
+  /**
+   * The `RecoveryError` family's mark.
+   *
+   * @since 0.1.0
+   */
+  readonly [Family.TypeId]: Family.TypeId = Family.TypeId
 
   /**
    * @since 0.1.0

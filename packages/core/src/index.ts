@@ -51,6 +51,11 @@ export * as Recovery from "./Recovery.js"
 /**
  * @since 0.1.0
  */
+export * as RecoveryError from "./RecoveryError.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as RecoveryExhausted from "./RecoveryExhausted.js"
 
 /**
