@@ -190,7 +190,6 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     }
     const result = yield* generation.pipe(
       Stream.provideService(Budget.Budget, observed),
-      Stream.provideService(Resumption.Resumption, offer),
       Stream.runForEach((event) =>
         attempt === undefined
           ? Effect.zipRight(
@@ -201,6 +200,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           )
           : surfaced(event, attempt)
       ),
+      // for the whole run, not as a stage of the stream: a stream stage per attempt measurably costs memory
+      Effect.provideService(Resumption.Resumption, offer),
       Effect.zipRight(charged),
       Effect.flatMap(() =>
         acc.finish === undefined
@@ -508,7 +509,11 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
         const stop = Budget.isBudgetExhausted(error)
           ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-          : surface(HookError.isHookError(error) ? error : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 }))
+          : surface(
+            HookError.isHookError(error)
+              ? error
+              : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
+          )
         return { _tag: "Stop", error, stop } as Decision
       }
       const attempt = outcome.attempt
@@ -563,14 +568,23 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
 
       const verdict = Classification.classify(error)
       yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-      if (verdict._tag === "Permanent") return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+      if (verdict._tag === "Permanent") {
+        return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+      }
       if (!replay) {
         yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
         return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
       }
       if (acc.effectful) {
         yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-        return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length, replayBlocked: "ExternalEffects" })))
+        return stop(
+          surface(
+            RecoveryErrorFamily.withAttemptFacts(error, {
+              partialOutputChars: acc.text.length,
+              replayBlocked: "ExternalEffects"
+            })
+          )
+        )
       }
       errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
 
