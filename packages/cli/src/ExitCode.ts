@@ -68,11 +68,20 @@ export interface Outcome {
   readonly message: string
 }
 
-// The failures of a recovery scope (the `RecoveryError` family) are told apart by their guards, which read their
-// type ids. The few errors of other modules (the simulator's script loader, the builtin tools, the transcript, the
-// conversation step) are matched by tag: their modules are not loaded for `--help`, and importing a guard would load
-// them into the CLI's first chunk.
-const hasTag = (u: unknown, tag: string) => Predicate.isTagged(u, tag)
+// The failures of a recovery scope (the `RecoveryError` family) are told apart by their guards. The errors of the
+// modules the CLI loads only for a command (the simulator's script loader, the builtin tools, the transcript, the
+// conversation step) are told apart by their type ids too, read here by key: importing their guards would load those
+// modules into the CLI's first chunk, which `--help` runs. `test/ExitCode.test.ts` checks each key against its
+// module's `TypeId`.
+/** @internal */
+export const typeIds = {
+  ScriptError: Symbol.for("@reprise/simulator/ScriptLoader/ScriptError"),
+  ToolSelectionError: Symbol.for("@reprise/core/BuiltinTools/ToolSelectionError"),
+  TranscriptError: Symbol.for("@reprise/core/TranscriptError"),
+  ChatError: Symbol.for("@reprise/core/ChatError")
+} as const
+
+const is = (u: unknown, name: keyof typeof typeIds) => Predicate.hasProperty(u, typeIds[name])
 
 /**
  * Classifies any error the CLI can end with.
@@ -105,16 +114,16 @@ export const classify = (error: unknown): Outcome => {
   if (error instanceof UsageError || ValidationError.isValidationError(error) || ConfigError.isConfigError(error)) {
     return { class: "UsageError", exitCode: ExitCode.Usage, message: usageMessage(error) }
   }
-  if (hasTag(error, "ScriptError") || hasTag(error, "ToolSelectionError")) {
+  if (is(error, "ScriptError") || is(error, "ToolSelectionError")) {
     return { class: (error as { readonly _tag: string })._tag, exitCode: ExitCode.Usage, message: messageOf(error) }
   }
-  if (hasTag(error, "TranscriptError")) {
+  if (is(error, "TranscriptError")) {
     return { class: "TranscriptError", exitCode: ExitCode.Usage, message: messageOf(error) }
   }
   if (HookError.isHookError(error)) return { class: "HookError", exitCode: ExitCode.Permanent, message: error.message }
   // The step's tool-loop limit (Chat.ChatError): the model kept asking for tools. Not a bug in reprise, and sending
-  // the same turn again would loop the same way: permanent. (Matched by tag: Chat is not loaded for --help.)
-  if (hasTag(error, "ChatError")) {
+  // the same turn again would loop the same way: permanent. (Told by its type id: Chat is not loaded for --help.)
+  if (is(error, "ChatError")) {
     const reason = (error as { readonly reason?: string }).reason ?? "MaxSteps"
     return { class: `ChatError.${reason}`, exitCode: ExitCode.Permanent, message: messageOf(error) }
   }

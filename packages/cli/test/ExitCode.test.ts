@@ -1,11 +1,14 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { assert, describe, it } from "@effect/vitest"
+import * as BuiltinTools from "@reprise/core/BuiltinTools"
 import * as Chat from "@reprise/core/Chat"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import { RecoveryExhausted } from "@reprise/core/RecoveryExhausted"
+import * as Transcript from "@reprise/core/Transcript"
 import * as TransportError from "@reprise/core/TransportError"
+import * as ScriptLoader from "@reprise/simulator/ScriptLoader"
 import { ConfigError, Duration } from "effect"
 import * as ExitCode from "../src/ExitCode.js"
 
@@ -77,5 +80,34 @@ describe("ExitCode", () => {
     assert.strictEqual(outcome.class, "ChatError.MaxSteps")
     assert.strictEqual(outcome.exitCode, 1)
     assert.include(outcome.message, "after 16 replies")
+  })
+})
+
+describe("ExitCode: errors of the command modules, by type id", () => {
+  it("each key is its module's TypeId, so a guard read by key cannot drift from the class", () => {
+    assert.strictEqual(ExitCode.typeIds.ScriptError, ScriptLoader.TypeId)
+    assert.strictEqual(ExitCode.typeIds.ToolSelectionError, BuiltinTools.ToolSelectionErrorTypeId)
+    assert.strictEqual(ExitCode.typeIds.TranscriptError, Transcript.TranscriptErrorTypeId)
+    assert.strictEqual(ExitCode.typeIds.ChatError, Chat.ChatErrorTypeId)
+  })
+
+  it("the errors themselves are classified; a lookalike with their tag is an internal error", () => {
+    const cases: ReadonlyArray<readonly [unknown, number, string]> = [
+      [new ScriptLoader.ScriptError({ reason: "Json", issues: ["not JSON"] }), 2, "ScriptError"],
+      [new BuiltinTools.ToolSelectionError({ reason: "UnknownTool", tool: "x" }), 2, "ToolSelectionError"],
+      [
+        new Transcript.TranscriptError({ reason: "Corrupt", path: "s.jsonl", line: 2, detail: "bad" }),
+        2,
+        "TranscriptError"
+      ],
+      [new Chat.ChatError({ reason: "MaxSteps", maxSteps: 3 }), 1, "ChatError.MaxSteps"]
+    ]
+    for (const [error, code, klass] of cases) {
+      const outcome = ExitCode.classify(error)
+      assert.deepStrictEqual([outcome.exitCode, outcome.class], [code, klass])
+    }
+    for (const tag of ["ScriptError", "ToolSelectionError", "TranscriptError", "ChatError"]) {
+      assert.strictEqual(ExitCode.classify({ _tag: tag, message: "fake" }).class, "InternalError", tag)
+    }
   })
 })

@@ -300,6 +300,18 @@ export const names = ["now", "append_file"] as const
 export type Name = typeof names[number]
 
 /**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const ToolSelectionErrorTypeId: unique symbol = Symbol.for("@reprise/core/BuiltinTools/ToolSelectionError")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type ToolSelectionErrorTypeId = typeof ToolSelectionErrorTypeId
+
+/**
  * A tool selection that cannot be built: an unknown name, or `append_file` without a workspace directory that
  * exists.
  *
@@ -322,6 +334,11 @@ export class ToolSelectionError
   /**
    * @since 0.1.0
    */
+  readonly [ToolSelectionErrorTypeId]: ToolSelectionErrorTypeId = ToolSelectionErrorTypeId
+
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     switch (this.reason) {
       case "UnknownTool":
@@ -333,6 +350,13 @@ export class ToolSelectionError
     }
   }
 }
+
+/**
+ * @since 0.1.0
+ * @category guards
+ */
+export const isToolSelectionError = (u: unknown): u is ToolSelectionError =>
+  Predicate.hasProperty(u, ToolSelectionErrorTypeId)
 
 /**
  * @since 0.1.0

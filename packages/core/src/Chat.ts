@@ -110,6 +110,18 @@ export interface StepResult {
 }
 
 /**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const ChatErrorTypeId: unique symbol = Symbol.for("@reprise/core/ChatError")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type ChatErrorTypeId = typeof ChatErrorTypeId
+
+/**
  * A step that could not finish. `MaxSteps`: every one of `maxSteps` replies asked for tools; their calls ran and
  * their results were committed, but no further reply was requested.
  *
@@ -123,6 +135,11 @@ export class ChatError extends Schema.TaggedError<ChatError>("@reprise/core/Chat
   /**
    * @since 0.1.0
    */
+  readonly [ChatErrorTypeId]: ChatErrorTypeId = ChatErrorTypeId
+
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return `the model still asked for tools after ${this.maxSteps} replies (the step's limit)`
   }
@@ -132,7 +149,7 @@ export class ChatError extends Schema.TaggedError<ChatError>("@reprise/core/Chat
  * @since 0.1.0
  * @category guards
  */
-export const isChatError = (u: unknown): u is ChatError => Predicate.isTagged(u, "ChatError")
+export const isChatError = (u: unknown): u is ChatError => Predicate.hasProperty(u, ChatErrorTypeId)
 
 /**
  * Runs one conversation step over `transcript` (the committed history, the new user message included) and returns

@@ -25,6 +25,18 @@ import { describeCause } from "./internal/describe.js"
 import * as Message from "./Message.js"
 
 /**
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TranscriptErrorTypeId: unique symbol = Symbol.for("@reprise/core/TranscriptError")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TranscriptErrorTypeId = typeof TranscriptErrorTypeId
+
+/**
  * A transcript file that cannot be used.
  *
  * - `Corrupt`: a line is not a message (bad JSON or not a valid message); `line` is its 1-based number.
@@ -49,6 +61,11 @@ export class TranscriptError extends Schema.TaggedError<TranscriptError>("@repri
   /**
    * @since 0.1.0
    */
+  readonly [TranscriptErrorTypeId]: TranscriptErrorTypeId = TranscriptErrorTypeId
+
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     switch (this.reason) {
       case "Corrupt":
@@ -67,7 +84,7 @@ export class TranscriptError extends Schema.TaggedError<TranscriptError>("@repri
  * @since 0.1.0
  * @category guards
  */
-export const isTranscriptError = (u: unknown): u is TranscriptError => Predicate.isTagged(u, "TranscriptError")
+export const isTranscriptError = (u: unknown): u is TranscriptError => Predicate.hasProperty(u, TranscriptErrorTypeId)
 
 const encodeMessage = Schema.encodeSync(Schema.parseJson(Message.Message))
 const decodeMessage = Schema.decodeUnknownEither(Message.Message)
