@@ -322,6 +322,6 @@ describe("Resumption, for any cuts", () => {
           assert.isTrue(pieces.join("").startsWith(shown.join("")))
         }
       }),
-    { fastCheck: { numRuns: 200 } }
+    { fastCheck: { numRuns: 100 } }
   )
 })
