@@ -199,6 +199,25 @@ export const scoped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, 
     }))
 
 /**
+ * Fails as a send refused at the deadline would, with `allowance`'s counts now: for a wait inside an attempt that
+ * would end past the deadline (a fleet's pause before a resend, a poll of a background response).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const deadlineReached = (allowance: Allowance): Effect.Effect<never, BudgetExhausted> =>
+  Effect.gen(function*() {
+    return yield* Effect.fail(
+      new BudgetExhausted({
+        reason: "Deadline",
+        attempts: yield* allowance.used,
+        maxAttempts: allowance.settings.maxAttempts,
+        elapsed: yield* allowance.elapsed
+      })
+    )
+  })
+
+/**
  * Debits one physical send from the current scope. Providers call it immediately before every send.
  *
  * @since 0.1.0

@@ -315,14 +315,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         onNone: () => ({ reason: "FleetBudget" }),
         onSome: (retryAfter) => ({ reason: "RetryAfterBeyondDeadline", retryAfter })
       })
-      return yield* Effect.fail(
-        new Budget.BudgetExhausted({
-          reason: "Deadline",
-          attempts: yield* allowance.used,
-          maxAttempts: allowance.settings.maxAttempts,
-          elapsed: yield* allowance.elapsed
-        })
-      )
+      return yield* Budget.deadlineReached(allowance)
     })
 
     if (options.hooks?.beforeGeneration !== undefined) {

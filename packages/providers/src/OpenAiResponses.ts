@@ -1066,7 +1066,7 @@ const backgroundStream = (
           if (response.status === "queued" || response.status === "in_progress") {
             const now = yield* Clock.currentTimeNanos
             if (now + Option.getOrElse(Duration.toNanos(pollInterval), () => 0n) >= allowance.deadlineAt) {
-              return yield* Background.deadlineExhausted(allowance)
+              return yield* Budget.deadlineReached(allowance)
             }
             yield* Effect.sleep(pollInterval)
             continue

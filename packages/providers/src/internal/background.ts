@@ -153,21 +153,3 @@ export const readText = (
     }),
     Effect.map(({ parts }) => Buffer.concat(parts).toString("utf8"))
   )
-
-/**
- * The deadline of the current scope, for a continuation that polls: a poll is not begun when its wait would end past
- * it, and the continuation then fails like a send refused at the deadline.
- *
- * @internal
- */
-export const deadlineExhausted = (allowance: Budget.Allowance): Effect.Effect<never, Budget.BudgetExhausted> =>
-  Effect.gen(function*() {
-    return yield* Effect.fail(
-      new Budget.BudgetExhausted({
-        reason: "Deadline",
-        attempts: yield* allowance.used,
-        maxAttempts: allowance.settings.maxAttempts,
-        elapsed: yield* allowance.elapsed
-      })
-    )
-  })
