@@ -266,3 +266,58 @@ const spanJson = (span: ReadableSpan) => ({
   status: span.status,
   events: span.events
 })
+
+describe("resume (openai-responses background mode)", () => {
+  it.effect("a cut background response: the first attempt's span says resumed, the second names the response and cursor", () => {
+    const { exporter, reader, layer } = telemetry()
+    const run = `resumed-${++runs}`
+    return Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      yield* script("openai-responses", {
+        reply: { text: "an answer that goes on after the cut" },
+        steps: [{ kind: "reset", afterEvents: 6 }]
+      })
+      const { run: generation } = yield* start("openai-responses", {
+        request: { model: "sim-model", messages: [{ role: "user", text: "hello" }], background: true }
+      })
+      const fiber = yield* Effect.fork(generation.pipe(Effect.tagMetrics("test.run", run)))
+      yield* awaitSleepUntil(10)
+      yield* TestClock.adjust("10 millis")
+      const reply = committed(yield* Fiber.join(fiber))
+      assert.strictEqual(reply.text, "an answer that goes on after the cut")
+      assert.strictEqual(yield* sim.count("openai-responses", "resume"), 1)
+      const [send] = yield* sim.requestsTo("openai-responses")
+      const id = send!.responseId!
+
+      const spans = exporter.getFinishedSpans()
+      const attempts = spans.filter((s) => s.name === "reprise.attempt").sort((a, b) =>
+        (a.attributes["reprise.attempt"] as number) - (b.attributes["reprise.attempt"] as number)
+      )
+      assert.strictEqual(attempts.length, 2)
+      const [first, second] = attempts
+      assert.deepInclude(first.attributes, {
+        "reprise.attempt": 1,
+        "reprise.error.class": "TransportError.Reset",
+        "reprise.retryable": true,
+        "reprise.outcome": "resumed",
+        "reprise.resume.response_id": id,
+        "reprise.retry.delay_ms": 10,
+        "reprise.retry.delay_source": "backoff"
+      })
+      assert.isUndefined(first.attributes["reprise.discarded_chars"], "nothing was discarded")
+      assert.deepInclude(second.attributes, {
+        "reprise.attempt": 2,
+        "reprise.outcome": "committed",
+        "reprise.resume.response_id": id,
+        "reprise.resume.mode": "stream"
+      })
+      assert.isNumber(second.attributes["reprise.resume.from_sequence"])
+
+      const points = pointsOf((yield* Effect.promise(() => reader.collect())).resourceMetrics, run)
+      assert.strictEqual(sum(points.get("reprise.attempts")), 2)
+      assert.isUndefined(points.get("reprise.discards"))
+      assert.deepStrictEqual(points.get("reprise.resumes")!.map((p) => [p.attributes.mode, p.value]), [["stream", 1]])
+      assert.isUndefined(points.get("reprise.response_cancels"))
+    }).pipe(Effect.provide(Layer.mergeAll(simulator, backoff, layer)))
+  })
+})
