@@ -24,6 +24,7 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { globalValue } from "effect/GlobalValue"
@@ -387,6 +388,54 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         ], { discard: true })
       })
 
+    // The wait before the next attempt, a replay or a continuation: the policy's backoff (none for an immediate
+    // continuation) lengthened by Retry-After, never begun when it would end past the deadline, withdrawn from the
+    // fleet's retry budget, then told (`RetryScheduled`, with `resume` for a continuation). Left: recovery ends
+    // instead, with that exhaustion.
+    const scheduleNext = (next: {
+      readonly attempt: number
+      readonly remainingAttempts: number
+      readonly retryAfter: Option.Option<Duration.Duration>
+      readonly immediate: boolean
+      readonly resume?: RecoveryNotifications.Resume | undefined
+    }): Effect.Effect<Either.Either<Duration.Duration, Effect.Effect<never, RecoveryError>>> =>
+      Effect.gen(function*() {
+        let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
+        if (!next.immediate) {
+          const backoff = yield* planner.next
+          if (Option.isNone(backoff)) return Either.left(exhausted("Attempts"))
+          wait = Policy.lengthen(backoff.value, next.retryAfter)
+        }
+        const now = yield* Clock.currentTimeNanos
+        const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+        if (now + waitNanos >= allowance.deadlineAt) {
+          return Either.left(
+            wait.source === "retry-after"
+              ? exhausted("RetryAfterBeyondDeadline", wait.delay)
+              : exhausted("Deadline")
+          )
+        }
+        const withdrawal = yield* fleet.withdraw
+        if (!withdrawal.allowed) return Either.left(exhausted("FleetBudget"))
+        yield* Effect.annotateCurrentSpan({
+          [A.outcome]: next.resume === undefined ? "retried" : "resumed",
+          [A.retryDelayMs]: Duration.toMillis(wait.delay),
+          [A.retryDelaySource]: wait.source,
+          ...(next.resume === undefined ? {} : { [A.responseId]: next.resume.responseId })
+        })
+        yield* notify(N.RetryScheduled({
+          nextAttempt: next.attempt + 1,
+          delay: wait.delay,
+          delaySource: wait.source,
+          remainingAttempts: next.remainingAttempts,
+          remainingTime: Duration.nanos(allowance.deadlineAt - now),
+          ...(next.resume === undefined ? {} : { resume: next.resume })
+        }))
+        yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
+        if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
+        return Either.right(wait.delay)
+      })
+
     // The next attempt when it continues the failed attempt's response: scheduled like a replay (the policy's wait,
     // lengthened by Retry-After, within the deadline, debited from the fleet), except that nothing is discarded.
     // `undefined`: the response cannot be continued, and the failure goes the usual way.
@@ -434,35 +483,11 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           [A.retryable]: verdict._tag === "Retryable"
         })
         errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
-        let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
-        if (!continuation.immediate) {
-          const backoff = yield* planner.next
-          if (Option.isNone(backoff)) return yield* stop(exhausted("Attempts"))
-          wait = Policy.lengthen(backoff.value, verdict._tag === "Retryable" ? verdict.retryAfter : Option.none())
-        }
-        const now = yield* Clock.currentTimeNanos
-        const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
-        if (now + waitNanos >= allowance.deadlineAt) {
-          return yield* stop(
-            wait.source === "retry-after"
-              ? exhausted("RetryAfterBeyondDeadline", wait.delay)
-              : exhausted("Deadline")
-          )
-        }
-        const withdrawal = yield* fleet.withdraw
-        if (!withdrawal.allowed) return yield* stop(exhausted("FleetBudget"))
-        yield* Effect.annotateCurrentSpan({
-          [A.outcome]: "resumed",
-          [A.retryDelayMs]: Duration.toMillis(wait.delay),
-          [A.retryDelaySource]: wait.source,
-          [A.responseId]: responseId
-        })
-        yield* notify(N.RetryScheduled({
-          nextAttempt: attempt + 1,
-          delay: wait.delay,
-          delaySource: wait.source,
+        const scheduled = yield* scheduleNext({
+          attempt,
           remainingAttempts,
-          remainingTime: Duration.nanos(allowance.deadlineAt - now),
+          retryAfter: verdict._tag === "Retryable" ? verdict.retryAfter : Option.none(),
+          immediate: continuation.immediate,
           resume: {
             responseId,
             fromSequence: continuation.fromSequence,
@@ -470,10 +495,9 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             keptChars: acc.text.length,
             error
           }
-        }))
-        yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
-        if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
-        return { _tag: "Resume", error, delay: wait.delay, pending: { continuation, responseId, acc } } as Decision
+        })
+        if (Either.isLeft(scheduled)) return yield* stop(scheduled.left)
+        return { _tag: "Resume", error, delay: scheduled.right, pending: { continuation, responseId, acc } } as Decision
       })
 
     const decide = Effect.gen(function*() {
@@ -583,35 +607,15 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
 
       const remainingAttempts = yield* allowance.remainingAttempts
       if (remainingAttempts === 0) return stop(exhausted("Attempts"))
-      const backoff = yield* planner.next
-      if (Option.isNone(backoff)) return stop(exhausted("Attempts"))
-      const wait = Policy.lengthen(backoff.value, verdict.retryAfter)
-      const now = yield* Clock.currentTimeNanos
-      const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
-      if (now + waitNanos >= allowance.deadlineAt) {
-        return stop(
-          wait.source === "retry-after"
-            ? exhausted("RetryAfterBeyondDeadline", wait.delay)
-            : exhausted("Deadline")
-        )
-      }
-      const withdrawal = yield* fleet.withdraw
-      if (!withdrawal.allowed) return stop(exhausted("FleetBudget"))
-      yield* Effect.annotateCurrentSpan({
-        [A.outcome]: "retried",
-        [A.retryDelayMs]: Duration.toMillis(wait.delay),
-        [A.retryDelaySource]: wait.source
-      })
-      yield* notify(N.RetryScheduled({
-        nextAttempt: attempt + 1,
-        delay: wait.delay,
-        delaySource: wait.source,
+      const scheduled = yield* scheduleNext({
+        attempt,
         remainingAttempts,
-        remainingTime: Duration.nanos(allowance.deadlineAt - now)
-      }))
-      yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
-      if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
-      return { _tag: "Retry", error, delay: wait.delay } as Decision
+        retryAfter: verdict.retryAfter,
+        immediate: false
+      })
+      return Either.isLeft(scheduled)
+        ? stop(scheduled.left)
+        : { _tag: "Retry", error, delay: scheduled.right } as Decision
     })
 
     // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided

@@ -67,17 +67,8 @@ export type Notification = Data.TaggedEnum<{
     readonly remainingAttempts: number
     /** Time left until the deadline when the retry was scheduled. */
     readonly remainingTime: Duration.Duration
-    /**
-     * Set when the next attempt continues the failed attempt's response instead of replaying it: nothing was
-     * discarded (`keptChars` of preview stay), and `error` is why the attempt was cut.
-     */
-    readonly resume?: {
-      readonly responseId: string
-      readonly fromSequence: number
-      readonly mode: Resumption.Mode
-      readonly keptChars: number
-      readonly error: unknown
-    } | undefined
+    /** Set when the next attempt continues the failed attempt's response instead of replaying it ({@link Resume}). */
+    readonly resume?: Resume | undefined
   }
   Committed: { readonly reply: Generation.Reply }
   /** Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. */
@@ -107,6 +98,21 @@ export type Notification = Data.TaggedEnum<{
    */
   ResponseCancelled: { readonly responseId: string; readonly error: unknown }
 }>
+
+/**
+ * What `RetryScheduled` says of a continuation: the response and the event it continues after, how, and why the
+ * attempt was cut. Nothing was discarded: `keptChars` of preview stay.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Resume {
+  readonly responseId: string
+  readonly fromSequence: number
+  readonly mode: Resumption.Mode
+  readonly keptChars: number
+  readonly error: unknown
+}
 
 /**
  * @since 0.1.0
