@@ -33,11 +33,12 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Types from "effect/Types"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
-import { nullable, optional } from "./internal/schema.js"
+import { isNullableNumber, isNullableString, isObject, nullable, optional, withGuard } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
@@ -84,17 +85,122 @@ const ErrorObject = Schema.Struct({
   code: optional(nullable(Schema.Union(Schema.String, Schema.Number)))
 })
 
-/**
- * One Chat Completions chunk, as far as reprise reads it. Unknown fields are ignored.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const ChatChunk = Schema.Struct({
+const ChatChunkStruct = Schema.Struct({
   choices: optional(nullable(Schema.Array(Choice))),
   usage: optional(nullable(Usage)),
   error: optional(nullable(ErrorObject))
 })
+
+// The guard of a chunk: one per token, so the stream's hot event. It reads and type-checks every member the schema
+// declares, builds the value the schema would, and leaves anything it does not take (an array where an object is,
+// a wrong type anywhere) to the schema, which reports the issue. Equal to the schema over generated values:
+// test/HotEvents.test.ts.
+
+const toolCallGuard = (input: unknown): typeof ToolCallChunk.Type | undefined => {
+  if (!isObject(input)) return undefined
+  const { function: fn, id, index } = input
+  if (!isNullableNumber(index) || !isNullableString(id)) return undefined
+  const out: Types.Mutable<typeof ToolCallChunk.Type> = {}
+  if (index !== undefined) out.index = index
+  if (id !== undefined) out.id = id
+  if (fn === null) out.function = null
+  else if (fn !== undefined) {
+    if (!isObject(fn)) return undefined
+    const { arguments: args, name } = fn
+    if (!isNullableString(name) || !isNullableString(args)) return undefined
+    const f: Types.Mutable<NonNullable<typeof ToolCallChunk.Type.function>> = {}
+    if (name !== undefined) f.name = name
+    if (args !== undefined) f.arguments = args
+    out.function = f
+  }
+  return out
+}
+
+const choiceGuard = (input: unknown): typeof Choice.Type | undefined => {
+  if (!isObject(input)) return undefined
+  const { delta, finish_reason, index } = input
+  if (!isNullableNumber(index) || !isNullableString(finish_reason)) return undefined
+  const out: Types.Mutable<typeof Choice.Type> = {}
+  if (index !== undefined) out.index = index
+  if (delta === null) out.delta = null
+  else if (delta !== undefined) {
+    if (!isObject(delta)) return undefined
+    const { content, reasoning, reasoning_content, tool_calls } = delta
+    if (!isNullableString(content) || !isNullableString(reasoning_content) || !isNullableString(reasoning)) {
+      return undefined
+    }
+    const d: Types.Mutable<NonNullable<typeof Choice.Type.delta>> = {}
+    if (content !== undefined) d.content = content
+    if (reasoning_content !== undefined) d.reasoning_content = reasoning_content
+    if (reasoning !== undefined) d.reasoning = reasoning
+    if (tool_calls === null) d.tool_calls = null
+    else if (tool_calls !== undefined) {
+      if (!Array.isArray(tool_calls)) return undefined
+      const calls: Array<typeof ToolCallChunk.Type> = []
+      for (const call of tool_calls) {
+        const checked = toolCallGuard(call)
+        if (checked === undefined) return undefined
+        calls.push(checked)
+      }
+      d.tool_calls = calls
+    }
+    out.delta = d
+  }
+  if (finish_reason !== undefined) out.finish_reason = finish_reason
+  return out
+}
+
+const chunkGuard = (input: unknown): typeof ChatChunkStruct.Type | undefined => {
+  if (!isObject(input)) return undefined
+  const { choices, error, usage } = input
+  const out: Types.Mutable<typeof ChatChunkStruct.Type> = {}
+  if (choices === null) out.choices = null
+  else if (choices !== undefined) {
+    if (!Array.isArray(choices)) return undefined
+    const list: Array<typeof Choice.Type> = []
+    for (const choice of choices) {
+      const checked = choiceGuard(choice)
+      if (checked === undefined) return undefined
+      list.push(checked)
+    }
+    out.choices = list
+  }
+  if (usage === null) out.usage = null
+  else if (usage !== undefined) {
+    if (!isObject(usage)) return undefined
+    const { completion_tokens, prompt_tokens } = usage
+    if (!isNullableNumber(prompt_tokens) || !isNullableNumber(completion_tokens)) return undefined
+    const u: Types.Mutable<typeof Usage.Type> = {}
+    if (prompt_tokens !== undefined) u.prompt_tokens = prompt_tokens
+    if (completion_tokens !== undefined) u.completion_tokens = completion_tokens
+    out.usage = u
+  }
+  if (error === null) out.error = null
+  else if (error !== undefined) {
+    if (!isObject(error)) return undefined
+    const { code, message, type } = error
+    if (!isNullableString(message) || !isNullableString(type)) return undefined
+    if (code !== undefined && code !== null && typeof code !== "string" && typeof code !== "number") return undefined
+    const e: Types.Mutable<typeof ErrorObject.Type> = {}
+    if (message !== undefined) e.message = message
+    if (type !== undefined) e.type = type
+    if (code !== undefined) e.code = code
+    out.error = e
+  }
+  return out
+}
+
+/**
+ * One Chat Completions chunk, as far as reprise reads it. Unknown fields are ignored.
+ *
+ * The stream's decoder checks a chunk with a guard first (`internal/schema.ts`, `withGuard`): it type-checks the same
+ * members and returns the same value, and leaves a chunk it does not take to this schema, which reports its issue.
+ * `Schema.decodeUnknownEither(ChatChunk)` is the schema alone.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ChatChunk = withGuard(ChatChunkStruct, chunkGuard)
 
 /**
  * @since 0.1.0

@@ -57,7 +57,7 @@ import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
-import { byType, guarded, isNullableString, nullable, optional } from "./internal/schema.js"
+import { byType, guarded, isNullableNumber, isNullableString, nullable, optional } from "./internal/schema.js"
 import * as Send from "./internal/send.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
@@ -88,9 +88,6 @@ const NullableString = optional(nullable(Schema.String))
 
 /** Every event's `sequence_number`, which a resume counts from (see {@link makeVariant}, background responses). */
 const Sequence = optional(nullable(Schema.Number))
-
-const isNullableNumber = (u: unknown): u is number | null | undefined =>
-  u === undefined || u === null || typeof u === "number"
 
 const Usage = Schema.Struct({
   input_tokens: optional(nullable(Schema.Number)),

@@ -83,6 +83,64 @@ export const isNullableString = (u: unknown): u is string | null | undefined =>
   u === undefined || u === null || typeof u === "string"
 
 /**
+ * Whether a value is what `optional(nullable(Schema.Number))` accepts: absent (`undefined`), `null` or a number.
+ *
+ * @internal
+ */
+export const isNullableNumber = (u: unknown): u is number | null | undefined =>
+  u === undefined || u === null || typeof u === "number"
+
+/**
+ * Whether a value is a JSON object (not an array, not `null`): what a guard reads members of. A struct's own parse
+ * also takes an array (as an object without the members), which a guard leaves to it.
+ *
+ * @internal
+ */
+export const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const TopGuardId = Symbol.for("@reprise/providers/internal/schema/TopGuard")
+
+/**
+ * A schema whose decoding by {@link decodeFast} asks `guard` first: the guard returns the decoded value of an input
+ * it recognises, or `undefined` to leave the input to the schema's own parse, which then accepts it or reports its
+ * issue. The guard must accept nothing the schema rejects and return what the schema returns (a copy holding the
+ * schema's members only, absent members absent); `Schema.decodeUnknownEither` ignores it, so the schema stays the
+ * reference the guard is checked against over generated values (test/HotEvents.test.ts). For the events of a
+ * protocol that come once per token or so, where the schema's parse costs several times the guard's property reads.
+ *
+ * @internal
+ */
+export const withGuard = <S extends Schema.Schema.AnyNoContext>(
+  schema: S,
+  guard: (input: unknown) => Schema.Schema.Type<S> | undefined
+): S => schema.annotations({ [TopGuardId]: guard }) as S
+
+/**
+ * The guard `withGuard` gave `schema`, if any.
+ *
+ * @internal
+ */
+export const guardOf = <A, I>(schema: Schema.Schema<A, I>): ((input: unknown) => A | undefined) | undefined =>
+  Option.getOrUndefined(AST.getAnnotation<(input: unknown) => A | undefined>(schema.ast, TopGuardId))
+
+/**
+ * `Schema.decodeUnknownEither(schema)`, with the schema's guard (`withGuard`) first when it has one.
+ *
+ * @internal
+ */
+export const decodeFast = <A, I>(
+  schema: Schema.Schema<A, I>
+): (input: unknown) => Either.Either<A, ParseResult.ParseError> => {
+  const validate = Schema.decodeUnknownEither(schema)
+  const guard = guardOf(schema)
+  if (guard === undefined) return validate
+  return (input) => {
+    const value = guard(input)
+    return value === undefined ? validate(input) : Either.right(value)
+  }
+}
+
+/**
  * The parse of `byType`: one parser per literal of each member (with the member's guard first, when decoding), and
  * `rest` for every other value.
  */

@@ -1,9 +1,9 @@
 /**
  * The body pipeline every protocol shares: `response.stream → the reply size bound (maxReplyBytes) → UTF-8 decoding
  * of each read (streaming) → the SSE parser of `eventsource-parser` (`createParser`, its `maxBufferSize` set to
- * `maxEventSize`) → JSON.parse → Schema.decodeUnknownEither(Event)`, the idle timeout over events that make progress, and the runner of a protocol's
- * state machine with terminal enforcement. Parsing, decoding and stepping the events of one read are one synchronous
- * pass.
+ * `maxEventSize`) → JSON.parse → the event's schema (its guard first, `decodeFast`)`, the idle timeout over events
+ * that make progress, and the runner of a protocol's state machine with terminal enforcement. Parsing, decoding and
+ * stepping the events of one read are one synchronous pass.
  *
  * @internal
  */
@@ -28,6 +28,7 @@ import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
+import { decodeFast } from "./schema.js"
 import type { Settings } from "./settings.js"
 
 const tooLarge = (settings: Settings) =>
@@ -112,7 +113,9 @@ const streaming = { stream: true } as const
 
 /**
  * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
- * `ProviderRejection{reason: "MalformedStream"}`. Synchronous: `JSON.parse`, then the schema's validation, per event.
+ * `ProviderRejection{reason: "MalformedStream"}`. Synchronous: `JSON.parse`, then the schema's validation, per event:
+ * `decodeFast`, so a schema with a guard (`withGuard`, the hot events) is checked by its guard first, and an event the
+ * guard leaves is reported with the schema's own issue.
  *
  * No step recurses into the event's nesting (`JSON.parse` does not, and the schemas read a bounded depth, leaving
  * unread fields alone) except the schema's formatter, which prints the offending value: a payload nested deeper than
@@ -121,7 +124,7 @@ const streaming = { stream: true } as const
  * @internal
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
-  const validate = Schema.decodeUnknownEither(schema)
+  const validate = decodeFast(schema)
   const malformed = (event: Event, reason: string) =>
     Either.left(
       new ProviderRejection.ProviderRejection({
@@ -156,8 +159,16 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
 }
 
 /**
- * Fails with `TransportError{reason: "Timeout"}` when no element arrives within `duration`. Empty chunks (events
- * filtered out as keepalives) do not reset the timer: only a non-empty chunk does.
+ * Fails with `TransportError{reason: "Timeout"}` when no element arrives within `duration` of being asked for. Empty
+ * chunks (events filtered out as keepalives) do not reset the timer: only a non-empty chunk does. The time counted
+ * is the time the consumer waits: a slow consumer (a hook, a full pipe) never times the stream out.
+ *
+ * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
+ * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber pulls `self`
+ * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the chunk over in
+ * one `Effect.async` resume, and one watchdog fiber sleeps on the `Clock` until the consumer's wait would reach
+ * `duration` and then fails it. Both run in the stream's scope, so ending or interrupting the stream interrupts the
+ * read in progress, as the race did.
  *
  * @internal
  */
@@ -165,23 +176,84 @@ export const idleTimeout = <A, E, R>(
   self: Stream.Stream<A, E, R>,
   duration: Duration.Duration
 ): Stream.Stream<A, E | TransportError.TransportError, R> =>
-  Stream.unwrapScoped(Effect.map(Stream.toPull(self), (pull) => {
-    const nonEmpty: Effect.Effect<Chunk.Chunk<A>, Option.Option<E | TransportError.TransportError>, R> = Effect.flatMap(
+  Stream.unwrapScoped(Effect.gen(function*() {
+    type Result = Effect.Effect<Chunk.Chunk<A>, Option.Option<E | TransportError.TransportError>>
+    const pull = yield* Stream.toPull(self)
+    const clock = yield* Effect.clock
+    const millis = Duration.toMillis(duration)
+    // the consumer's wait, if it is waiting: its resume and when it began
+    let taker: ((result: Result) => void) | undefined
+    let waitingSince = 0
+    // the reader's wait for the consumer to ask
+    let demand: ((result: Effect.Effect<void>) => void) | undefined
+    let asked = false
+    // the stream's end or failure, once known: every later pull gets it
+    let ended: Result | undefined
+    const deliver = (result: Result) => {
+      const resume = taker
+      taker = undefined
+      resume?.(result)
+    }
+    const nonEmpty: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>, R> = Effect.flatMap(
       pull,
       (chunk) => Chunk.isEmpty(chunk) ? nonEmpty : Effect.succeed(chunk)
     )
-    return Stream.repeatEffectChunkOption(
-      Effect.timeoutFail(nonEmpty, {
-        duration,
-        onTimeout: () =>
-          Option.some(
-            new TransportError.TransportError({
-              reason: "Timeout",
-              detail: `no progress for ${Duration.format(duration)}`
-            })
-          )
+    const askedFor = Effect.async<void>((resume) => {
+      if (asked) {
+        asked = false
+        resume(Effect.void)
+      } else {
+        demand = resume
+      }
+    })
+    const reader: Effect.Effect<void, never, R> = Effect.zipRight(
+      askedFor,
+      Effect.matchCauseEffect(nonEmpty, {
+        onSuccess: (chunk) => {
+          if (ended !== undefined) return Effect.void
+          deliver(Effect.succeed(chunk))
+          return reader
+        },
+        onFailure: (cause) => {
+          if (ended !== undefined) return Effect.void
+          ended = Effect.failCause(cause)
+          deliver(ended)
+          return Effect.void
+        }
       })
     )
+    const timedOut = Effect.fail(Option.some(
+      new TransportError.TransportError({ reason: "Timeout", detail: `no progress for ${Duration.format(duration)}` })
+    ))
+    const watchdog: Effect.Effect<void> = Effect.suspend(() => {
+      if (ended !== undefined) return Effect.void
+      const now = clock.unsafeCurrentTimeMillis()
+      if (taker !== undefined && now - waitingSince >= millis) {
+        ended = timedOut
+        deliver(ended)
+        return Effect.void
+      }
+      const wait = taker !== undefined ? waitingSince + millis - now : millis
+      return Effect.zipRight(clock.sleep(Duration.millis(wait)), watchdog)
+    })
+    yield* Effect.forkScoped(reader)
+    yield* Effect.forkScoped(watchdog)
+    const take: Result = Effect.async((resume) => {
+      if (ended !== undefined) return resume(ended)
+      taker = resume
+      waitingSince = clock.unsafeCurrentTimeMillis()
+      if (demand !== undefined) {
+        const ask = demand
+        demand = undefined
+        ask(Effect.void)
+      } else {
+        asked = true
+      }
+      return Effect.sync(() => {
+        taker = undefined
+      })
+    })
+    return Stream.repeatEffectChunkOption(take)
   }))
 
 /**
