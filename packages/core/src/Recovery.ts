@@ -21,6 +21,7 @@
  *
  * @since 0.1.0
  */
+import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -189,17 +190,26 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         })
       )
     }
+    // Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per
+    // event (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
+    const quiet = onChunk === undefined && RecoveryNotifications.isSilent(notifications)
+    const surfacedChunk = (
+      events: Chunk.Chunk<Generation.GenerationEvent>,
+      attempt: number
+    ): Effect.Effect<void, HookError.HookError, RH> =>
+      quiet
+        ? Effect.sync(() => {
+          for (const event of events) {
+            acc.add(event)
+          }
+        })
+        : Effect.forEach(events, (event) => surfaced(event, attempt), { discard: true })
     const result = yield* generation.pipe(
       Stream.provideService(Budget.Budget, observed),
-      Stream.runForEach((event) =>
+      Stream.runForEachChunk((events) =>
         attempt === undefined
-          ? Effect.zipRight(
-            charged,
-            Effect.suspend(() =>
-              surfaced(event, attempt!)
-            )
-          )
-          : surfaced(event, attempt)
+          ? Effect.zipRight(charged, Effect.suspend(() => surfacedChunk(events, attempt!)))
+          : surfacedChunk(events, attempt)
       ),
       // for the whole run, not as a stage of the stream: a stream stage per attempt measurably costs memory
       Effect.provideService(Resumption.Resumption, offer),

@@ -134,8 +134,19 @@ export interface Service {
  */
 export class RecoveryNotifications extends Context.Reference<RecoveryNotifications>()(
   "@reprise/core/RecoveryNotifications",
-  { defaultValue: (): Service => ({ notify: () => Effect.void }) }
+  { defaultValue: (): Service => silent }
 ) {}
+
+const silent: Service = { notify: () => Effect.void }
+
+/**
+ * Whether `service` is the default one, which drops every notification. `Recovery` then builds none: it takes each
+ * chunk of a stream in one step instead of one effect and one `Preview` per event (see `docs/performance.md`).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isSilent = (service: Service): boolean => service === silent
 
 /**
  * Delivers every notification to a callback, in order, before the scope goes on.
