@@ -3,7 +3,7 @@
  *
  * - `reprise`: the real provider (`HttpProvider.make(protocol)`) over an in-memory `HttpClient` whose response body is
  *   the chunked bytes: the full pipeline (each read decoded → `eventsource-parser` → `JSON.parse` +
- *   `Schema.decodeUnknownEither(Event)` → the protocol's state machine with terminal enforcement) down to typed
+ *   the event's guard or `Schema.decodeUnknownEither(Event)` → the protocol's state machine with terminal enforcement) down to typed
  *   `GenerationEvent`s.
  * - `baseline`: `eventsource-parser` + `JSON.parse` + the protocol's terminal check, in a plain loop.
  * - `official`: the official SDK's stream decoder (`openai` `Stream.fromSSEResponse`, `@anthropic-ai/sdk`
