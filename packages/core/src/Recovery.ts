@@ -203,7 +203,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             acc.add(event)
           }
         })
-        : Effect.forEach(events, (event) => surfaced(event, attempt), { discard: true })
+        : Effect.forEach(events, (event) =>
+          surfaced(event, attempt), { discard: true })
     const result = yield* generation.pipe(
       Stream.provideService(Budget.Budget, observed),
       Stream.runForEachChunk((events) =>

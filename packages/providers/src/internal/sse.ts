@@ -189,10 +189,13 @@ export const idleTimeout = <A, E, R>(
     let asked = false
     // the stream's end or failure, once known: every later pull gets it
     let ended: Result | undefined
+    // what the reader delivered while nobody waited (the pull that asked for it was interrupted): the next pull's
+    let ready: Result | undefined
     const deliver = (result: Result) => {
       const resume = taker
       taker = undefined
-      resume?.(result)
+      if (resume !== undefined) resume(result)
+      else ready = result
     }
     const nonEmpty: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>, R> = Effect.flatMap(
       pull,
@@ -222,14 +225,16 @@ export const idleTimeout = <A, E, R>(
         }
       })
     )
-    const timedOut = Effect.fail(Option.some(
-      new TransportError.TransportError({ reason: "Timeout", detail: `no progress for ${Duration.format(duration)}` })
-    ))
     const watchdog: Effect.Effect<void> = Effect.suspend(() => {
       if (ended !== undefined) return Effect.void
       const now = clock.unsafeCurrentTimeMillis()
       if (taker !== undefined && now - waitingSince >= millis) {
-        ended = timedOut
+        ended = Effect.fail(Option.some(
+          new TransportError.TransportError({
+            reason: "Timeout",
+            detail: `no progress for ${Duration.format(duration)}`
+          })
+        ))
         deliver(ended)
         return Effect.void
       }
@@ -239,6 +244,11 @@ export const idleTimeout = <A, E, R>(
     yield* Effect.forkScoped(reader)
     yield* Effect.forkScoped(watchdog)
     const take: Result = Effect.async((resume) => {
+      if (ready !== undefined) {
+        const result = ready
+        ready = undefined
+        return resume(result)
+      }
       if (ended !== undefined) return resume(ended)
       taker = resume
       waitingSince = clock.unsafeCurrentTimeMillis()

@@ -1,0 +1,119 @@
+/**
+ * The idle timeout of the body pipeline (`internal/sse.ts`, `idleTimeout`): a reader fiber and a watchdog on the
+ * Clock in place of a race per read. Driven by TestClock over a source the test feeds by hand: only the time the
+ * consumer waits counts, a slow consumer is never timed out, an empty chunk does not reset the timer, nothing is read
+ * ahead of the consumer, and a chunk read for a pull that was interrupted goes to the next pull.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Stream, TestClock } from "effect"
+import { idleTimeout } from "../src/internal/sse.js"
+
+/** A source stream fed by hand, one chunk per offer; it counts how many chunks were pulled from it. */
+const source = Effect.gen(function*() {
+  const queue = yield* Queue.unbounded<Chunk.Chunk<number>>()
+  let pulled = 0
+  const stream = Stream.repeatEffectChunk(Effect.map(Queue.take(queue), (chunk) => {
+    pulled++
+    return chunk
+  }))
+  return {
+    stream,
+    feed: (...values: Array<number>) => Queue.offer(queue, Chunk.fromIterable(values)),
+    pulled: () => pulled
+  }
+})
+
+const yieldAll = Effect.repeatN(Effect.yieldNow(), 20)
+
+/** The reason of the error a pull failed with (`Some(error)`: a pull fails with `None` at the end). */
+const reasonOf = (exit: Exit.Exit<unknown, Option.Option<{ readonly reason: string }>>) =>
+  Exit.isFailure(exit) && exit.cause._tag === "Fail" && Option.isSome(exit.cause.error)
+    ? exit.cause.error.value.reason
+    : undefined
+
+describe("idleTimeout", () => {
+  it.scoped("fails a wait that reaches the timeout, and no earlier", () =>
+    Effect.gen(function*() {
+      const { feed, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      yield* feed(1)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [1])
+      const waiting = yield* Effect.fork(Effect.exit(pull))
+      yield* yieldAll
+      yield* TestClock.adjust("119 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(reasonOf(yield* Fiber.join(waiting)), "Timeout")
+    }))
+
+  it.scoped("does not count the time the consumer spends between pulls", () =>
+    Effect.gen(function*() {
+      const { feed, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      yield* feed(1)
+      yield* pull
+      // a slow consumer: 300 s before it asks again, the data already there
+      yield* TestClock.adjust("300 seconds")
+      yield* feed(2)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [2])
+      // and its next wait is timed from when it asked
+      const waiting = yield* Effect.fork(Effect.exit(pull))
+      yield* yieldAll
+      yield* TestClock.adjust("119 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)))
+      yield* feed(3)
+      const exit = yield* Fiber.join(waiting)
+      assert.isTrue(Exit.isSuccess(exit) && Chunk.toReadonlyArray(exit.value)[0] === 3)
+    }))
+
+  it.scoped("times a wait from when the consumer asks, not from the last chunk", () =>
+    Effect.gen(function*() {
+      const { feed, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      yield* feed(1)
+      yield* pull
+      // the consumer is busy for 100 s, then waits 30 s: 130 s since the chunk, 30 s of waiting
+      yield* TestClock.adjust("100 seconds")
+      const waiting = yield* Effect.fork(Effect.exit(pull))
+      yield* yieldAll
+      yield* TestClock.adjust("30 seconds")
+      yield* yieldAll
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "timed out 30 s into a wait")
+      yield* TestClock.adjust("90 seconds")
+      assert.strictEqual(reasonOf(yield* Fiber.join(waiting)), "Timeout")
+    }))
+
+  it.scoped("an empty chunk is not progress", () =>
+    Effect.gen(function*() {
+      const { feed, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      const waiting = yield* Effect.fork(Effect.exit(pull))
+      yield* yieldAll
+      yield* TestClock.adjust("60 seconds")
+      yield* feed()
+      yield* yieldAll
+      yield* TestClock.adjust("60 seconds")
+      assert.strictEqual(reasonOf(yield* Fiber.join(waiting)), "Timeout")
+    }))
+
+  it.scoped("reads nothing ahead of the consumer, and keeps a chunk read for an interrupted pull", () =>
+    Effect.gen(function*() {
+      const { feed, pulled, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      yield* feed(1)
+      yield* feed(2)
+      yield* yieldAll
+      assert.strictEqual(pulled(), 0, "nothing read before the first pull")
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [1])
+      yield* yieldAll
+      assert.strictEqual(pulled(), 1, "the second chunk waits for the second pull")
+      // a pull interrupted while the reader waits for the source
+      yield* Effect.exit(pull) // 2
+      const interrupted = yield* Effect.fork(pull)
+      yield* yieldAll
+      yield* Fiber.interrupt(interrupted)
+      yield* feed(3)
+      yield* yieldAll
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [3])
+    }))
+})
