@@ -39,7 +39,7 @@ import type * as Types from "effect/Types"
 import * as Failure from "./internal/failure.js"
 import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
-import { isNullableNumber, isNullableString, isObject, nullable, optional, withGuard } from "./internal/schema.js"
+import { isNullableNumber, isNullableString, nullable, optional, withGuard } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
@@ -123,7 +123,7 @@ const MessagesEventStruct = Schema.Struct({
 // schema over generated values: test/HotEvents.test.ts.
 
 const usageGuard = (input: unknown): typeof Usage.Type | undefined => {
-  if (!isObject(input)) return undefined
+  if (!Predicate.isRecord(input)) return undefined
   const { cache_creation_input_tokens, cache_read_input_tokens, input_tokens, output_tokens } = input
   if (
     !isNullableNumber(input_tokens) || !isNullableNumber(output_tokens) ||
@@ -140,7 +140,7 @@ const usageGuard = (input: unknown): typeof Usage.Type | undefined => {
 const blockKeys = ["id", "name", "input", "text", "thinking", "signature", "data"] as const
 
 const blockGuard = (input: unknown): typeof Block.Type | undefined => {
-  if (!isObject(input) || typeof input.type !== "string") return undefined
+  if (!Predicate.isRecord(input) || typeof input.type !== "string") return undefined
   const out: Types.Mutable<typeof Block.Type> = { type: input.type }
   for (const key of blockKeys) {
     const value = input[key]
@@ -154,7 +154,7 @@ const deltaKeys = ["text", "thinking", "signature", "partial_json"] as const
 type Event = typeof MessagesEventStruct.Type
 
 const messageGuard = (input: unknown): Event["message"] | undefined => {
-  if (!isObject(input)) return undefined
+  if (!Predicate.isRecord(input)) return undefined
   const { content, stop_reason, usage } = input
   if (!isNullableString(stop_reason)) return undefined
   const out: Types.Mutable<NonNullable<Event["message"]>> = {}
@@ -180,7 +180,7 @@ const messageGuard = (input: unknown): Event["message"] | undefined => {
 }
 
 const eventGuard = (input: unknown): Event | undefined => {
-  if (!isObject(input)) return undefined
+  if (!Predicate.isRecord(input)) return undefined
   const { content_block, delta, error, index, message, type, usage } = input
   if (typeof type !== "string" || !isNullableNumber(index)) return undefined
   const out: Types.Mutable<Event> = { type }
@@ -199,7 +199,7 @@ const eventGuard = (input: unknown): Event | undefined => {
   }
   if (delta === null) out.delta = null
   else if (delta !== undefined) {
-    if (!isObject(delta)) return undefined
+    if (!Predicate.isRecord(delta)) return undefined
     const { stop_reason, type: deltaType } = delta
     if (!isNullableString(deltaType) || !isNullableString(stop_reason)) return undefined
     const d: Types.Mutable<NonNullable<Event["delta"]>> = {}
@@ -219,7 +219,7 @@ const eventGuard = (input: unknown): Event | undefined => {
   }
   if (error === null) out.error = null
   else if (error !== undefined) {
-    if (!isObject(error)) return undefined
+    if (!Predicate.isRecord(error)) return undefined
     const { message: text, type: errorType } = error
     if (!isNullableString(errorType) || !isNullableString(text)) return undefined
     const e: Types.Mutable<NonNullable<Event["error"]>> = {}

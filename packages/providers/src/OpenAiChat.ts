@@ -32,13 +32,14 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
-import { isNullableNumber, isNullableString, isObject, nullable, optional, withGuard } from "./internal/schema.js"
+import { isNullableNumber, isNullableString, nullable, optional, withGuard } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
@@ -97,7 +98,7 @@ const ChatChunkStruct = Schema.Struct({
 // test/HotEvents.test.ts.
 
 const toolCallGuard = (input: unknown): typeof ToolCallChunk.Type | undefined => {
-  if (!isObject(input)) return undefined
+  if (!Predicate.isRecord(input)) return undefined
   const { function: fn, id, index } = input
   if (!isNullableNumber(index) || !isNullableString(id)) return undefined
   const out: Types.Mutable<typeof ToolCallChunk.Type> = {}
@@ -105,7 +106,7 @@ const toolCallGuard = (input: unknown): typeof ToolCallChunk.Type | undefined =>
   if (id !== undefined) out.id = id
   if (fn === null) out.function = null
   else if (fn !== undefined) {
-    if (!isObject(fn)) return undefined
+    if (!Predicate.isRecord(fn)) return undefined
     const { arguments: args, name } = fn
     if (!isNullableString(name) || !isNullableString(args)) return undefined
     const f: Types.Mutable<NonNullable<typeof ToolCallChunk.Type.function>> = {}
@@ -117,14 +118,14 @@ const toolCallGuard = (input: unknown): typeof ToolCallChunk.Type | undefined =>
 }
 
 const choiceGuard = (input: unknown): typeof Choice.Type | undefined => {
-  if (!isObject(input)) return undefined
+  if (!Predicate.isRecord(input)) return undefined
   const { delta, finish_reason, index } = input
   if (!isNullableNumber(index) || !isNullableString(finish_reason)) return undefined
   const out: Types.Mutable<typeof Choice.Type> = {}
   if (index !== undefined) out.index = index
   if (delta === null) out.delta = null
   else if (delta !== undefined) {
-    if (!isObject(delta)) return undefined
+    if (!Predicate.isRecord(delta)) return undefined
     const { content, reasoning, reasoning_content, tool_calls } = delta
     if (!isNullableString(content) || !isNullableString(reasoning_content) || !isNullableString(reasoning)) {
       return undefined
@@ -151,7 +152,7 @@ const choiceGuard = (input: unknown): typeof Choice.Type | undefined => {
 }
 
 const chunkGuard = (input: unknown): typeof ChatChunkStruct.Type | undefined => {
-  if (!isObject(input)) return undefined
+  if (!Predicate.isRecord(input)) return undefined
   const { choices, error, usage } = input
   const out: Types.Mutable<typeof ChatChunkStruct.Type> = {}
   if (choices === null) out.choices = null
@@ -167,7 +168,7 @@ const chunkGuard = (input: unknown): typeof ChatChunkStruct.Type | undefined => 
   }
   if (usage === null) out.usage = null
   else if (usage !== undefined) {
-    if (!isObject(usage)) return undefined
+    if (!Predicate.isRecord(usage)) return undefined
     const { completion_tokens, prompt_tokens } = usage
     if (!isNullableNumber(prompt_tokens) || !isNullableNumber(completion_tokens)) return undefined
     const u: Types.Mutable<typeof Usage.Type> = {}
@@ -177,7 +178,7 @@ const chunkGuard = (input: unknown): typeof ChatChunkStruct.Type | undefined => 
   }
   if (error === null) out.error = null
   else if (error !== undefined) {
-    if (!isObject(error)) return undefined
+    if (!Predicate.isRecord(error)) return undefined
     const { code, message, type } = error
     if (!isNullableString(message) || !isNullableString(type)) return undefined
     if (code !== undefined && code !== null && typeof code !== "string" && typeof code !== "number") return undefined

@@ -90,14 +90,6 @@ export const isNullableString = (u: unknown): u is string | null | undefined =>
 export const isNullableNumber = (u: unknown): u is number | null | undefined =>
   u === undefined || u === null || typeof u === "number"
 
-/**
- * Whether a value is a JSON object (not an array, not `null`): what a guard reads members of. A struct's own parse
- * also takes an array (as an object without the members), which a guard leaves to it.
- *
- * @internal
- */
-export const isObject = (u: unknown): u is JsonObject => typeof u === "object" && u !== null && !Array.isArray(u)
-
 const TopGuardId = Symbol.for("@reprise/providers/internal/schema/TopGuard")
 
 /**
