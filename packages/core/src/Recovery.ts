@@ -206,13 +206,13 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         : Effect.forEach(events, (event) =>
           surfaced(event, attempt), { discard: true })
     const result = yield* generation.pipe(
-      Stream.provideService(Budget.Budget, observed),
       Stream.runForEachChunk((events) =>
         attempt === undefined
           ? Effect.zipRight(charged, Effect.suspend(() => surfacedChunk(events, attempt!)))
           : surfacedChunk(events, attempt)
       ),
-      // for the whole run, not as a stage of the stream: a stream stage per attempt measurably costs memory
+      // for the whole run, not as stages of the stream: a stream stage per attempt measurably costs memory
+      Effect.provideService(Budget.Budget, observed),
       Effect.provideService(Resumption.Resumption, offer),
       Effect.zipRight(charged),
       Effect.flatMap(() =>

@@ -12,7 +12,7 @@ import type * as Generation from "@reprise/core/Generation"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
-import * as Channel from "effect/Channel"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -21,6 +21,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import * as ProviderOptions from "../ProviderOptions.js"
@@ -159,48 +160,54 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
 }
 
 /**
- * Fails with `TransportError{reason: "Timeout"}` when no element arrives within `duration` of being asked for. Empty
- * chunks (events filtered out as keepalives) do not reset the timer: only a non-empty chunk does. The time counted
- * is the time the consumer waits: a slow consumer (a hook, a full pipe) never times the stream out.
- *
- * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
- * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber pulls `self`
- * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the chunk over in
- * one `Effect.async` resume, and one watchdog fiber sleeps on the `Clock` until the consumer's wait would reach
- * `duration` and then fails it. Both run in the stream's scope, so ending or interrupting the stream interrupts the
- * read in progress, as the race did.
+ * The pull of a stream read with an idle timeout (see {@link watched}): a chunk, or the stream's end (`None`) or
+ * failure.
  *
  * @internal
  */
-export const idleTimeout = <A, E, R>(
-  self: Stream.Stream<A, E, R>,
-  duration: Duration.Duration
-): Stream.Stream<A, E | TransportError.TransportError, R> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
-    type Result = Effect.Effect<Chunk.Chunk<A>, Option.Option<E | TransportError.TransportError>>
-    const pull = yield* Stream.toPull(self)
+export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
+
+/**
+ * `next`, handed to its consumer with an idle timeout: when a wait for `next` reaches `duration`, the wait gets
+ * `onTimeout()` (called when the wait times out) in place of what `next` would have given, and every later pull ends
+ * the stream. The time counted is
+ * the time the consumer waits: a slow consumer (a hook, a full pipe) never times the stream out. `next` should make
+ * progress when it succeeds (it reads on until it has something to show).
+ *
+ * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
+ * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber runs `next`
+ * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the result over in
+ * one `Effect.async` resume, and one watchdog fiber sleeps on the `Clock` until the consumer's wait would reach
+ * `duration` and then ends it. Both run in the scope, so closing it (the stream's end or interruption) interrupts the
+ * read in progress. A result read for a pull that was interrupted goes to the next pull. After a failure or the end,
+ * the reader stops and every later pull gets the same.
+ *
+ * @internal
+ */
+export const watched = <A, E, R>(
+  next: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>, R>,
+  duration: Duration.Duration,
+  onTimeout: () => Pull<A, E>
+): Effect.Effect<Pull<A, E>, never, R | Scope.Scope> =>
+  Effect.gen(function*() {
     const clock = yield* Effect.clock
     const millis = Duration.toMillis(duration)
     // the consumer's wait, if it is waiting: its resume and when it began
-    let taker: ((result: Result) => void) | undefined
+    let taker: ((result: Pull<A, E>) => void) | undefined
     let waitingSince = 0
     // the reader's wait for the consumer to ask
     let demand: ((result: Effect.Effect<void>) => void) | undefined
     let asked = false
     // the stream's end or failure, once known: every later pull gets it
-    let ended: Result | undefined
+    let ended: Pull<A, E> | undefined
     // what the reader delivered while nobody waited (the pull that asked for it was interrupted): the next pull's
-    let ready: Result | undefined
-    const deliver = (result: Result) => {
+    let ready: Pull<A, E> | undefined
+    const deliver = (result: Pull<A, E>) => {
       const resume = taker
       taker = undefined
       if (resume !== undefined) resume(result)
       else ready = result
     }
-    const nonEmpty: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>, R> = Effect.flatMap(
-      pull,
-      (chunk) => Chunk.isEmpty(chunk) ? nonEmpty : Effect.succeed(chunk)
-    )
     const askedFor = Effect.async<void>((resume) => {
       if (asked) {
         asked = false
@@ -211,7 +218,7 @@ export const idleTimeout = <A, E, R>(
     })
     const reader: Effect.Effect<void, never, R> = Effect.zipRight(
       askedFor,
-      Effect.matchCauseEffect(nonEmpty, {
+      Effect.matchCauseEffect(next, {
         onSuccess: (chunk) => {
           if (ended !== undefined) return Effect.void
           deliver(Effect.succeed(chunk))
@@ -229,13 +236,9 @@ export const idleTimeout = <A, E, R>(
       if (ended !== undefined) return Effect.void
       const now = clock.unsafeCurrentTimeMillis()
       if (taker !== undefined && now - waitingSince >= millis) {
-        ended = Effect.fail(Option.some(
-          new TransportError.TransportError({
-            reason: "Timeout",
-            detail: `no progress for ${Duration.format(duration)}`
-          })
-        ))
-        deliver(ended)
+        ended = Effect.fail(Option.none())
+        // called now, so that what it stops stops before anything else runs
+        deliver(onTimeout())
         return Effect.void
       }
       const wait = taker !== undefined ? waitingSince + millis - now : millis
@@ -243,7 +246,7 @@ export const idleTimeout = <A, E, R>(
     })
     yield* Effect.forkScoped(reader)
     yield* Effect.forkScoped(watchdog)
-    const take: Result = Effect.async((resume) => {
+    return Effect.async((resume) => {
       if (ready !== undefined) {
         const result = ready
         ready = undefined
@@ -263,6 +266,35 @@ export const idleTimeout = <A, E, R>(
         taker = undefined
       })
     })
+  })
+
+const idleFailure = (duration: Duration.Duration) =>
+  new TransportError.TransportError({
+    reason: "Timeout",
+    detail: `no progress for ${Duration.format(duration)}`
+  })
+
+/**
+ * Fails with `TransportError{reason: "Timeout"}` when no element arrives within `duration` of being asked for
+ * ({@link watched} over the stream's pull). Empty chunks do not reset the timer: only a non-empty chunk does.
+ *
+ * @internal
+ */
+export const idleTimeout = <A, E, R>(
+  self: Stream.Stream<A, E, R>,
+  duration: Duration.Duration
+): Stream.Stream<A, E | TransportError.TransportError, R> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    const pull = yield* Stream.toPull(self)
+    const nonEmpty: Effect.Effect<Chunk.Chunk<A>, Option.Option<E>, R> = Effect.flatMap(
+      pull,
+      (chunk) => Chunk.isEmpty(chunk) ? nonEmpty : Effect.succeed(chunk)
+    )
+    const take = yield* watched<A, E | TransportError.TransportError, R>(
+      nonEmpty,
+      duration,
+      () => Effect.fail(Option.some(idleFailure(duration)))
+    )
     return Stream.repeatEffectChunkOption(take)
   }))
 
@@ -307,40 +339,33 @@ export const prematureEof = (protocol: string): TransportError.TransportError =>
     detail: `the ${protocol} stream ended without its terminal event`
   })
 
-type Outputs = ReadonlyArray<Generation.GenerationEvent>
-
-const flatten = (chunk: Chunk.Chunk<Outputs>): Chunk.Chunk<Generation.GenerationEvent> => {
-  const out: Array<Generation.GenerationEvent> = []
-  for (const outputs of chunk) {
-    for (const event of outputs) out.push(event)
-  }
-  return Chunk.unsafeFromArray(out)
-}
-
 /**
- * Decodes and steps the events of one read, in order, until the machine is done: one array of outputs per event
- * that made progress (possibly empty: an event may produce no output), none for a keepalive. A failure (an oversized
- * or undecodable event, an in-band error) ends the read after the outputs of the events before it. A plain loop:
- * `decode` and `step` are synchronous, so there is no effect per event.
+ * Decodes and steps the events of one read, in order, until the machine is done, appending their outputs to
+ * `out`: true when an event made progress (a keepalive does not; an event may make progress with no output). A
+ * failure (an oversized or undecodable event, an in-band error) ends the read after the outputs of the events before
+ * it. A plain loop: `decode` and `step` are synchronous, so there is no effect per event.
  */
 const stepAll = <Ev>(
   input: ReadonlyArray<Event>,
   settings: Settings,
   decode: Decode<Ev>,
-  machine: Machine<Ev>
-): { readonly outputs: Array<Outputs>; readonly failure: ProviderFailure.ProviderFailure | undefined } => {
-  const outputs: Array<Outputs> = []
+  machine: Machine<Ev>,
+  out: Array<Generation.GenerationEvent>
+): { readonly progressed: boolean; readonly failure: ProviderFailure.ProviderFailure | undefined } => {
+  let progressed = false
   for (let i = 0; i < input.length && !machine.done(); i++) {
     const event = input[i]
-    if (event.data.length > settings.maxEventSize) return { outputs, failure: tooLarge(settings) }
+    if (event.data.length > settings.maxEventSize) return { progressed, failure: tooLarge(settings) }
     const decoded = decode(event)
-    if (decoded._tag === "Left") return { outputs, failure: decoded.left }
+    if (decoded._tag === "Left") return { progressed, failure: decoded.left }
     if (decoded.right._tag === "None") continue
     const stepped = machine.step(decoded.right.value)
-    if (stepped._tag === "Left") return { outputs, failure: stepped.left }
-    outputs.push(stepped.right)
+    if (stepped._tag === "Left") return { progressed, failure: stepped.left }
+    progressed = true
+    const outputs = stepped.right
+    for (let j = 0; j < outputs.length; j++) out.push(outputs[j])
   }
-  return { outputs, failure: undefined }
+  return { progressed, failure: undefined }
 }
 
 /** How much of a body without any SSE event is kept to recognise a JSON body sent in place of a stream. */
@@ -404,8 +429,9 @@ export const run = <Ev>(options: {
   /** The response's request id, for an error sent as a JSON body in place of the stream. */
   readonly requestId?: string | undefined
 }): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> =>
-  Stream.suspend(() => {
+  Stream.unwrapScoped(Effect.gen(function*() {
     const { decode, machine, settings } = options
+    const body = yield* Stream.toPull(options.body)
     // the body's text until its first SSE event; undefined from that event on, or past `maxJsonBody`
     let head: string | undefined = ""
     const keepHead = (text: string) => {
@@ -419,52 +445,79 @@ export const run = <Ev>(options: {
       head = undefined
       pending.push(event)
     })
-    const steps: Channel.Channel<
-      Chunk.Chunk<Outputs>,
-      Chunk.Chunk<Uint8Array>,
-      ProviderFailure.ProviderFailure,
-      ProviderFailure.ProviderFailure,
-      void,
-      unknown
-    > = Channel.readWithCause({
-      onInput: (reads: Chunk.Chunk<Uint8Array>) =>
-        Channel.suspend(() => {
-          let size = 0
-          for (const bytes of reads) size += bytes.length
-          received += size
-          const over = received > settings.maxReplyBytes
-          // Past the bound, only the bytes within it are read: whatever the cut, the same events are decoded.
-          const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
-          const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
-          const { failure, outputs } = stepAll(pending.splice(0), settings, decode, machine)
-          const written = outputs.length === 0 ? Channel.void : Channel.write(Chunk.unsafeFromArray(outputs))
-          const failed = failure ??
-            (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
-            (over && !machine.done() ? replyTooLarge(settings) : undefined)
-          if (failed !== undefined) return Channel.zipRight(written, Channel.fail(failed))
-          return machine.done() ? written : Channel.zipRight(written, steps)
-        }),
-      onFailure: Channel.failCause,
-      onDone: () => Channel.void
-    })
-    const parsed = options.body.pipe(
-      Stream.mapError((error) => fromBodyError(error, settings.scrub)),
-      Stream.pipeThroughChannel(steps)
-    )
-    const outputs = idleTimeout(parsed, settings.idleTimeout)
-    let ended = false
-    const end = (failure: Option.Option<ProviderFailure.ProviderFailure>) =>
-      Stream.fromEffect(Effect.suspend(() => {
-        ended = true
+    type Result = Pull<Generation.GenerationEvent, ProviderFailure.ProviderFailure>
+    const finished: Result = Effect.fail(Option.none())
+    // Reading has stopped (the machine is done, or the end ran): every later read ends the stream.
+    let stopped = false
+    // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal).
+    // Called when it is decided: from then on nothing more is read or stepped.
+    const end = (failure: Option.Option<ProviderFailure.ProviderFailure>): Result => {
+      stopped = true
+      return Effect.suspend(() => {
         const json = Option.isNone(failure) && head !== undefined
           ? jsonInsteadOfStream(head, settings, options.requestId)
           : undefined
-        return json !== undefined ? Effect.fail(json) : machine.end(failure)
-      }))
-    return outputs.pipe(
-      Stream.catchAll((failure) => end(Option.some(failure))),
-      Stream.concat(Stream.suspend(() => ended || machine.done() ? Stream.empty : end(Option.none()))),
-      // one chunk of events per read, not one stream element per protocol event
-      Stream.mapChunks(flatten)
+        return Effect.matchEffect(json !== undefined ? Effect.fail(json) : machine.end(failure), {
+          onFailure: (error) => Effect.fail(Option.some(error)),
+          onSuccess: (events) => Effect.succeed(Chunk.unsafeFromArray(events.slice()))
+        })
+      })
+    }
+    // what the last read left to do after its outputs: the end it failed with
+    let after: Result | undefined
+    // One read's outputs: the events of the reads up to one that makes progress, then what follows it.
+    const onReads = (reads: Chunk.Chunk<Uint8Array>): Result => {
+      if (stopped) return finished
+      let size = 0
+      for (const bytes of reads) size += bytes.length
+      received += size
+      const over = received > settings.maxReplyBytes
+      // Past the bound, only the bytes within it are read: whatever the cut, the same events are decoded.
+      const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
+      const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
+      const out: Array<Generation.GenerationEvent> = []
+      const { failure, progressed } = stepAll(pending.splice(0), settings, decode, machine, out)
+      const failed = failure ??
+        (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
+        (over && !machine.done() ? replyTooLarge(settings) : undefined)
+      if (failed !== undefined) {
+        stopped = true
+        if (!progressed) return end(Option.some(failed))
+        after = end(Option.some(failed))
+      } else if (machine.done()) {
+        stopped = true
+        after = finished
+      } else if (!progressed) {
+        return next
+      }
+      return Effect.succeed(Chunk.unsafeFromArray(out))
+    }
+    const next: Result = Effect.suspend(() => {
+      if (after !== undefined) {
+        const then = after
+        after = undefined
+        return then
+      }
+      if (stopped) return finished
+      return Effect.matchCauseEffect(body, {
+        onSuccess: onReads,
+        onFailure: (cause): Result => {
+          if (stopped) return finished
+          if (cause._tag !== "Fail") {
+            // a defect or an interruption passes through, untouched but for the type of a failure beside it
+            return Effect.failCause(Cause.map(cause, Option.map((error) => fromBodyError(error, settings.scrub))))
+          }
+          return Option.match(cause.error, {
+            onNone: () => end(Option.none()),
+            onSome: (error) => end(Option.some(fromBodyError(error, settings.scrub)))
+          })
+        }
+      })
+    })
+    const take = yield* watched(
+      next,
+      settings.idleTimeout,
+      () => stopped ? finished : end(Option.some(idleFailure(settings.idleTimeout)))
     )
-  })
+    return Stream.repeatEffectChunkOption(take)
+  }))
