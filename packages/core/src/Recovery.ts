@@ -243,6 +243,14 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   generation: Stream.Stream<Generation.GenerationEvent, E, R>,
   options: Options<RH> = {}
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
+  runWith(generation, options, Telemetry.meters(undefined))
+
+/** {@link run}, its metrics `meters` (tagged with the provider's `gen_ai.system` by {@link generate}). */
+const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
+  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+  options: Options<RH>,
+  meters: Telemetry.Meters
+): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
   Budget.scoped(Effect.gen(function*() {
     const allowance = yield* Budget.Budget
     const replay = yield* FiberRef.get(currentReplay)
@@ -277,7 +285,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
         })
         yield* notify(N.Exhausted({ error }))
-        yield* Metric.increment(Metric.tagged(Telemetry.exhaustions, "reason", reason))
+        yield* Metric.increment(meters.exhaustions(reason))
         yield* Effect.annotateCurrentSpan({ [A.exhaustedReason]: reason, [A.attempts]: attemptsOfReply })
         return yield* Effect.fail(error)
       })
@@ -287,7 +295,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         Effect.zipRight(
           notify(N.Failed({ error, partialOutputChars: lastShown ?? 0 })),
           Effect.zipRight(
-            Metric.increment(Metric.tagged(Telemetry.surfaced, A.errorType, error._tag)),
+            Metric.increment(meters.surfaced(error._tag)),
             Effect.annotateCurrentSpan({ [A.attempts]: attemptsOfReply, [A.errorClass]: Telemetry.errorClass(error) })
           )
         ),
@@ -369,9 +377,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       return Effect.flatMap(Effect.either(resumable.cancel), (result) =>
         Effect.zipRight(
           notify(N.ResponseCancelled({ responseId, error: result._tag === "Left" ? result.left : undefined })),
-          Metric.increment(
-            Metric.tagged(Telemetry.cancels, "outcome", result._tag === "Left" ? "failed" : "cancelled")
-          )
+          Metric.increment(meters.cancels(result._tag === "Left" ? "failed" : "cancelled"))
         ))
     }))
 
@@ -383,14 +389,14 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         if (resumed === undefined) {
           return Effect.zipRight(
             notify(N.AttemptStarted({ attempt, maxAttempts })),
-            Metric.increment(Telemetry.attempts)
+            Metric.increment(meters.attempts)
           )
         }
         const { fromSequence, mode } = resumed.continuation
         return Effect.all([
           notify(N.AttemptResumed({ attempt, maxAttempts, responseId: resumed.responseId, fromSequence, mode })),
-          Metric.increment(Telemetry.attempts),
-          Metric.increment(Metric.tagged(Telemetry.resumes, "mode", mode)),
+          Metric.increment(meters.attempts),
+          Metric.increment(meters.resumes(mode)),
           Effect.annotateCurrentSpan({
             [A.responseId]: resumed.responseId,
             [A.resumeFrom]: fromSequence,
@@ -442,8 +448,8 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           remainingTime: Duration.nanos(allowance.deadlineAt - now),
           ...(next.resume === undefined ? {} : { resume: next.resume })
         }))
-        yield* Metric.update(Metric.tagged(Telemetry.retryDelay, "source", wait.source), Duration.toMillis(wait.delay))
-        if (wait.source === "retry-after") yield* Metric.increment(Telemetry.retryAfterWaits)
+        yield* Metric.update(meters.retryDelay(wait.source), Duration.toMillis(wait.delay))
+        if (wait.source === "retry-after") yield* Metric.increment(meters.retryAfterWaits)
         return Either.right(wait.delay)
       })
 
@@ -478,7 +484,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
                 N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
               ),
               Effect.zipRight(
-                Metric.increment(Telemetry.discards),
+                Metric.increment(meters.discards),
                 Effect.annotateCurrentSpan({ [A.discardedChars]: acc.text.length, [A.outcome]: "surfaced" })
               )
             ),
@@ -575,7 +581,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       yield* notify(
         N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
       )
-      yield* Metric.increment(Telemetry.discards)
+      yield* Metric.increment(meters.discards)
       yield* Effect.annotateCurrentSpan({
         ...Telemetry.failureAttributes(error),
         [A.discardedChars]: acc.text.length,
@@ -681,7 +687,7 @@ export const run = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     // Interrupted, recovery cancels the background response it was reading, if there is one.
     const reply = yield* Effect.onInterrupt(attempts, () => abandon)
     yield* notify(N.Committed({ reply }))
-    yield* Metric.increment(Telemetry.committed)
+    yield* Metric.increment(meters.committed)
     yield* Effect.annotateCurrentSpan(replyAttributes(reply))
     if (options.hooks?.afterGeneration !== undefined) {
       yield* Effect.mapError(
@@ -717,7 +723,7 @@ export const generate = <RH = never>(
 ): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
   Effect.flatMap(Provider.Provider, (provider) => {
     const system = Telemetry.systemOf(provider.protocol)
-    return run(provider.stream(request), {
+    return runWith(provider.stream(request), {
       ...options,
       spanAttributes: {
         [A.system]: system,
@@ -727,7 +733,7 @@ export const generate = <RH = never>(
         ...(request.maxTokens === undefined ? {} : { [A.requestMaxTokens]: request.maxTokens }),
         ...options.spanAttributes
       }
-    }).pipe(Effect.tagMetrics(A.system, system))
+    }, Telemetry.meters(system))
   })
 
 /**

@@ -15,14 +15,17 @@
  * key where they are made, so no key reaches a span.
  *
  * **Metrics** ({@link attempts}, {@link discards}, {@link exhaustions}, {@link retryDelay}, {@link committed},
- * {@link retryAfterWaits}, {@link surfaced}) are global `effect/Metric`s, tagged with `gen_ai.system` by
- * {@link Recovery.generate}; export them with `@effect/opentelemetry`'s `Metrics`/`OtlpMetrics` layers.
+ * {@link retryAfterWaits}, {@link surfaced}) are global `effect/Metric`s; {@link Recovery.generate} updates them
+ * tagged with `gen_ai.system` (the tag is part of the key, see `meters`); export them with `@effect/opentelemetry`'s
+ * `Metrics`/`OtlpMetrics` layers.
  *
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
 import type * as Budget from "./Budget.js"
 import type * as HookError from "./HookError.js"
 import type * as ProviderFailure from "./ProviderFailure.js"
@@ -95,16 +98,56 @@ export const Attribute = {
   resumeMode: "reprise.resume.mode"
 } as const
 
+const counterKey = (name: string, description: string) => MetricKey.counter(name, { description, incremental: true })
+
+/** The metrics' keys: the metrics below are these keys, and {@link meters} tags them. */
+const keys = {
+  attempts: counterKey(
+    "reprise.attempts",
+    "Physical sends started by recovery scopes, first attempts and replays"
+  ),
+  discards: counterKey(
+    "reprise.discards",
+    "Failed attempts whose preview was discarded"
+  ),
+  resumes: counterKey(
+    "reprise.resumes",
+    "Attempts that continued a cut response instead of replaying it, by mode"
+  ),
+  cancels: counterKey(
+    "reprise.response_cancels",
+    "Background responses cancelled on the server by recovery, by outcome"
+  ),
+  exhaustions: counterKey(
+    "reprise.exhaustions",
+    "Replies whose recovery was exhausted, by reason"
+  ),
+  surfaced: counterKey(
+    "reprise.surfaced",
+    "Failures surfaced without replay, by error class"
+  ),
+  committed: counterKey(
+    "reprise.replies.committed",
+    "Replies committed by recovery scopes"
+  ),
+  retryAfterWaits: counterKey(
+    "reprise.retry_after.waits",
+    "Replays held back by the server's Retry-After (sends the backoff alone would have made early)"
+  ),
+  retryDelay: MetricKey.histogram(
+    "reprise.retry.delay",
+    MetricBoundaries.exponential({ start: 10, factor: 2, count: 14 }),
+    "The wait before each replay, in milliseconds"
+  )
+}
+
 /**
  * Physical sends started (first attempts and replays).
  *
  * @since 0.1.0
  * @category metrics
  */
-export const attempts: Metric.Metric.Counter<number> = Metric.counter("reprise.attempts", {
-  description: "Physical sends started by recovery scopes, first attempts and replays",
-  incremental: true
-})
+export const attempts: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.attempts)
 
 /**
  * Failed attempts whose preview was discarded.
@@ -112,10 +155,7 @@ export const attempts: Metric.Metric.Counter<number> = Metric.counter("reprise.a
  * @since 0.1.0
  * @category metrics
  */
-export const discards: Metric.Metric.Counter<number> = Metric.counter("reprise.discards", {
-  description: "Failed attempts whose preview was discarded",
-  incremental: true
-})
+export const discards: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.discards)
 
 /**
  * Attempts that continued the response of the attempt before them (see `Resumption`), tagged `mode`.
@@ -123,10 +163,7 @@ export const discards: Metric.Metric.Counter<number> = Metric.counter("reprise.d
  * @since 0.1.0
  * @category metrics
  */
-export const resumes: Metric.Metric.Counter<number> = Metric.counter("reprise.resumes", {
-  description: "Attempts that continued a cut response instead of replaying it, by mode",
-  incremental: true
-})
+export const resumes: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.resumes)
 
 /**
  * Background responses recovery left behind and cancelled on the server, tagged `outcome` (`cancelled`, `failed`).
@@ -134,10 +171,7 @@ export const resumes: Metric.Metric.Counter<number> = Metric.counter("reprise.re
  * @since 0.1.0
  * @category metrics
  */
-export const cancels: Metric.Metric.Counter<number> = Metric.counter("reprise.response_cancels", {
-  description: "Background responses cancelled on the server by recovery, by outcome",
-  incremental: true
-})
+export const cancels: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.cancels)
 
 /**
  * Replies that ended in `RecoveryExhausted`, tagged `reason`.
@@ -145,10 +179,7 @@ export const cancels: Metric.Metric.Counter<number> = Metric.counter("reprise.re
  * @since 0.1.0
  * @category metrics
  */
-export const exhaustions: Metric.Metric.Counter<number> = Metric.counter("reprise.exhaustions", {
-  description: "Replies whose recovery was exhausted, by reason",
-  incremental: true
-})
+export const exhaustions: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.exhaustions)
 
 /**
  * Failures surfaced without replay (permanent, blocked, a hook's failure), tagged `error.type`.
@@ -156,10 +187,7 @@ export const exhaustions: Metric.Metric.Counter<number> = Metric.counter("repris
  * @since 0.1.0
  * @category metrics
  */
-export const surfaced: Metric.Metric.Counter<number> = Metric.counter("reprise.surfaced", {
-  description: "Failures surfaced without replay, by error class",
-  incremental: true
-})
+export const surfaced: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.surfaced)
 
 /**
  * Committed replies.
@@ -167,10 +195,7 @@ export const surfaced: Metric.Metric.Counter<number> = Metric.counter("reprise.s
  * @since 0.1.0
  * @category metrics
  */
-export const committed: Metric.Metric.Counter<number> = Metric.counter("reprise.replies.committed", {
-  description: "Replies committed by recovery scopes",
-  incremental: true
-})
+export const committed: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.committed)
 
 /**
  * Replays whose wait the server's `Retry-After` decided (lengthening the backoff): each is a send that the backoff
@@ -179,10 +204,7 @@ export const committed: Metric.Metric.Counter<number> = Metric.counter("reprise.
  * @since 0.1.0
  * @category metrics
  */
-export const retryAfterWaits: Metric.Metric.Counter<number> = Metric.counter("reprise.retry_after.waits", {
-  description: "Replays held back by the server's Retry-After (sends the backoff alone would have made early)",
-  incremental: true
-})
+export const retryAfterWaits: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.retryAfterWaits)
 
 /**
  * The wait before each replay, in milliseconds, tagged `source` (`backoff` or `retry-after`). Buckets from 10 ms
@@ -191,11 +213,7 @@ export const retryAfterWaits: Metric.Metric.Counter<number> = Metric.counter("re
  * @since 0.1.0
  * @category metrics
  */
-export const retryDelay: Metric.Metric.Histogram<number> = Metric.histogram(
-  "reprise.retry.delay",
-  MetricBoundaries.exponential({ start: 10, factor: 2, count: 14 }),
-  "The wait before each replay, in milliseconds"
-)
+export const retryDelay: Metric.Metric.Histogram<number> = Metric.fromMetricKey(keys.retryDelay)
 
 /**
  * The class of an error as `Tag.reason` (`TransportError.Reset`, `RecoveryExhausted.Deadline`, `HookError.onChunk`).
@@ -252,3 +270,64 @@ export const failureAttributes = (
  * @category attributes
  */
 export const systemOf = (protocol: string): string => protocol === "anthropic" ? "anthropic" : "openai"
+
+/**
+ * The metrics of one `gen_ai.system` (none: untagged), each update's labels part of its key. Built once per system
+ * and label value, so an update costs a counter's update: tagging per update (`Effect.tagMetrics`, `Metric.tagged`)
+ * builds and hashes a new key every time, which measured 0.1–0.4 ms per update under load (docs/performance.md, fix
+ * 15). The keys are the ones `Metric.tagged` would make: a label value first, then `gen_ai.system`.
+ *
+ * @internal
+ */
+export interface Meters {
+  readonly attempts: Metric.Metric.Counter<number>
+  readonly discards: Metric.Metric.Counter<number>
+  readonly committed: Metric.Metric.Counter<number>
+  readonly retryAfterWaits: Metric.Metric.Counter<number>
+  readonly resumes: (mode: string) => Metric.Metric.Counter<number>
+  readonly cancels: (outcome: string) => Metric.Metric.Counter<number>
+  readonly exhaustions: (reason: string) => Metric.Metric.Counter<number>
+  readonly surfaced: (errorType: string) => Metric.Metric.Counter<number>
+  readonly retryDelay: (source: string) => Metric.Metric.Histogram<number>
+}
+
+const metersBySystem = new Map<string | undefined, Meters>()
+
+/**
+ * The {@link Meters} of `system`.
+ *
+ * @internal
+ */
+export const meters = (system: string | undefined): Meters => {
+  const known = metersBySystem.get(system)
+  if (known !== undefined) return known
+  const systemLabels = system === undefined ? [] : [MetricLabel.make(Attribute.system, system)]
+  const tagged = <M>(make: (labels: ReadonlyArray<MetricLabel.MetricLabel>) => M, label: string) => {
+    const cache = new Map<string, M>()
+    return (value: string): M => {
+      let metric = cache.get(value)
+      if (metric === undefined) {
+        metric = make([MetricLabel.make(label, value), ...systemLabels])
+        cache.set(value, metric)
+      }
+      return metric
+    }
+  }
+  const counter = (key: MetricKey.MetricKey.Counter<number>) => (labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
+    Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels))
+  const histogram = (key: MetricKey.MetricKey.Histogram) => (labels: ReadonlyArray<MetricLabel.MetricLabel>) =>
+    Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels))
+  const made: Meters = {
+    attempts: counter(keys.attempts)(systemLabels),
+    discards: counter(keys.discards)(systemLabels),
+    committed: counter(keys.committed)(systemLabels),
+    retryAfterWaits: counter(keys.retryAfterWaits)(systemLabels),
+    resumes: tagged(counter(keys.resumes), "mode"),
+    cancels: tagged(counter(keys.cancels), "outcome"),
+    exhaustions: tagged(counter(keys.exhaustions), "reason"),
+    surfaced: tagged(counter(keys.surfaced), Attribute.errorType),
+    retryDelay: tagged(histogram(keys.retryDelay), "source")
+  }
+  metersBySystem.set(system, made)
+  return made
+}
