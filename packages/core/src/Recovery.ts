@@ -672,8 +672,11 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
             return yield* decision.stop
           case "Retry":
             // the response left behind is cancelled during the wait, which it does not lengthen (past it, the
-            // replay waits for the cancel, which takes at most 2 s)
-            yield* Effect.all([abandon, Effect.sleep(decision.delay)], { concurrency: 2, discard: true })
+            // replay waits for the cancel, which takes at most 2 s); without one, the wait alone, with no fibers
+            // forked for it
+            yield* resumableNow() === undefined
+              ? Effect.zipRight(Effect.sync(() => (live = undefined)), Effect.sleep(decision.delay))
+              : Effect.all([abandon, Effect.sleep(decision.delay)], { concurrency: 2, discard: true })
             break
           case "Resume":
             pending = decision.pending
