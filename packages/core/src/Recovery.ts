@@ -193,6 +193,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     // Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per
     // event (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
     const quiet = onChunk === undefined && RecoveryNotifications.isSilent(notifications)
+    // The stream runs with the attempt's observed allowance (its provider reserves through it); a listener or a
+    // hook runs with the reply's own, as it would outside the stream.
     const surfacedChunk = (
       events: Chunk.Chunk<Generation.GenerationEvent>,
       attempt: number
@@ -203,15 +205,20 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             acc.add(event)
           }
         })
-        : Effect.forEach(events, (event) =>
-          surfaced(event, attempt), { discard: true })
+        : Effect.provideService(
+          Effect.forEach(events, (event) =>
+            surfaced(event, attempt), { discard: true }),
+          Budget.Budget,
+          allowance
+        )
     const result = yield* generation.pipe(
       Stream.runForEachChunk((events) =>
         attempt === undefined
           ? Effect.zipRight(charged, Effect.suspend(() => surfacedChunk(events, attempt!)))
           : surfacedChunk(events, attempt)
       ),
-      // for the whole run, not as stages of the stream: a stream stage per attempt measurably costs memory
+      // for the whole run, not as stages of the stream: a stream stage per attempt measurably costs memory (the
+      // chunks' listener and hook get the reply's allowance back, above)
       Effect.provideService(Budget.Budget, observed),
       Effect.provideService(Resumption.Resumption, offer),
       Effect.zipRight(charged),

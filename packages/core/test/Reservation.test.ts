@@ -10,6 +10,7 @@ import * as Generation from "../src/Generation.js"
 import * as Policy from "../src/Policy.js"
 import * as ProviderRejection from "../src/ProviderRejection.js"
 import * as Recovery from "../src/Recovery.js"
+import * as RecoveryNotifications from "../src/RecoveryNotifications.js"
 import * as TransportError from "../src/TransportError.js"
 import { recorder } from "./utils/notifications.js"
 
@@ -48,6 +49,25 @@ describe("one reservation per send", () => {
       }))
       const started = (yield* rec.all).flatMap((n) => n._tag === "AttemptStarted" ? [n.attempt] : [])
       assert.deepStrictEqual(started, [2])
+    }))
+
+  it.effect("a chunk hook and a listener see the reply's Budget, not the one the attempt's stream reserves through", () =>
+    Effect.gen(function*() {
+      const seen: Array<Budget.Allowance> = []
+      const look = Effect.flatMap(Budget.Budget, (b) => Effect.sync(() => seen.push(b)))
+      const generation = Stream.unwrap(
+        Effect.as(Budget.reserve, Stream.make(Generation.TextDelta({ text: "hi" }), finish))
+      )
+      const outer = yield* Budget.scoped(Effect.gen(function*() {
+        const outer = yield* Budget.Budget
+        yield* Recovery.run(generation, { hooks: { onChunk: () => look } }).pipe(
+          Effect.provide(RecoveryNotifications.layerCallback((n) => n._tag === "Preview" ? look : Effect.void))
+        )
+        return outer
+      }))
+      // two events, each seen by the listener (its Preview) and by the hook
+      assert.strictEqual(seen.length, 4)
+      for (const b of seen) assert.strictEqual(b, outer)
     }))
 
   it.effect("a request refused before its send: surfaced at once, nothing debited, no AttemptStarted", () =>
