@@ -3,7 +3,7 @@
  * of each read (streaming) → the SSE parser of `eventsource-parser` (`createParser`, its `maxBufferSize` set to
  * `maxEventSize`) → JSON.parse → the event's schema (its guard first, `decodeFast`)`, the idle timeout over events
  * that make progress, and the runner of a protocol's state machine with terminal enforcement. Parsing, decoding and
- * stepping the events of one read are one synchronous pass.
+ * stepping the events of one read are one synchronous pass, run by one reader fiber that pulls the body itself.
  *
  * @internal
  */
@@ -409,8 +409,11 @@ const jsonInsteadOfStream = (
  * Runs a response body through a protocol: SSE, `decode` (which may drop keepalives by returning `None`), the
  * state machine, and the idle timeout over events that make progress. Reading stops as soon as the machine is done.
  *
- * Each read is one synchronous pass: its bytes are decoded and fed to the parser, and the events it completes are decoded and stepped in order. Per-element stream stages, a channel hand-off per event and a timer per
- * event cost far more than the decoding itself (see `docs/performance.md`). A body that fails mid-read is
+ * Each read is one synchronous pass: its bytes are decoded and fed to the parser, and the events it completes are
+ * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
+ * event and a timer per event cost far more than the decoding itself (see `docs/performance.md`). The body is read by
+ * one pull (`Stream.toPull`) through {@link watched}, not through stream stages: its end, its failure and the machine's
+ * end are handled here (fix 14). On an idle timeout reading stops at once and `machine.end` gets the `Timeout`. A body that fails mid-read is
  * `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is
  * `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are counted: past
  * `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then done, the
