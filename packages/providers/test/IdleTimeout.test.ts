@@ -2,11 +2,14 @@
  * The idle timeout of the body pipeline (`internal/sse.ts`, `idleTimeout`): a reader fiber and a watchdog on the
  * Clock in place of a race per read. Driven by TestClock over a source the test feeds by hand: only the time the
  * consumer waits counts, a slow consumer is never timed out, an empty chunk does not reset the timer, nothing is read
- * ahead of the consumer, and a chunk read for a pull that was interrupted goes to the next pull.
+ * ahead of the consumer, and a chunk read for a pull that was interrupted goes to the next pull. In the body pipeline
+ * (`run`), a timeout closes the body before the consumer gets the events of the machine's end.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Exit, Fiber, Option, Queue, Stream, TestClock } from "effect"
-import { idleTimeout } from "../src/internal/sse.js"
+import * as Generation from "@reprise/core/Generation"
+import { Chunk, Duration, Effect, Either, Exit, Fiber, Option, Queue, Redacted, Stream, TestClock } from "effect"
+import * as Settings from "../src/internal/settings.js"
+import { idleTimeout, type Machine, prematureEof, run } from "../src/internal/sse.js"
 
 /** A source stream fed by hand, one chunk per offer; it counts how many chunks were pulled from it. */
 const source = Effect.gen(function*() {
@@ -115,5 +118,43 @@ describe("idleTimeout", () => {
       yield* feed(3)
       yield* yieldAll
       assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [3])
+    }))
+
+  it.scoped("in the body pipeline, a timeout closes the body before the consumer gets what the machine's end gives", () =>
+    Effect.gen(function*() {
+      const order: Array<string> = []
+      const { feed, stream } = yield* source
+      const body = stream.pipe(
+        Stream.map((n) => new TextEncoder().encode(`data: ${n}\n\n`)),
+        Stream.ensuring(Effect.sync(() => order.push("body closed")))
+      )
+      // a machine whose terminal is event 2 and that reads on after it (as Chat Completions reads on to [DONE])
+      let terminal = false
+      const machine: Machine<string> = {
+        step: (data) => {
+          if (data === "2") terminal = true
+          return Either.right([Generation.TextDelta({ text: data })])
+        },
+        done: () => false,
+        end: (failure) =>
+          terminal
+            ? Effect.succeed([Generation.Finish({ reason: "stop", providerReason: "stop" })])
+            : Effect.fail(Option.getOrElse(failure, () => prematureEof("test")))
+      }
+      const settings = Settings.settings("openai-chat", {
+        apiKey: Redacted.make("sk-test"),
+        idleTimeout: Duration.seconds(120)
+      })
+      const events = run({ body, settings, decode: (event) => Either.right(Option.some(event.data)), machine })
+      const consumer = yield* Effect.fork(Stream.runForEach(events, (event) =>
+        Effect.sync(() => {
+          order.push(event._tag)
+        })))
+      yield* feed(1)
+      yield* feed(2)
+      yield* yieldAll
+      yield* TestClock.adjust("120 seconds")
+      yield* Fiber.join(consumer)
+      assert.deepStrictEqual(order, ["TextDelta", "TextDelta", "body closed", "Finish"])
     }))
 })

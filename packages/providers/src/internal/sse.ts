@@ -17,11 +17,14 @@ import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import * as ProviderOptions from "../ProviderOptions.js"
@@ -237,14 +240,16 @@ export const watched = <A, E, R>(
       const now = clock.unsafeCurrentTimeMillis()
       if (taker !== undefined && now - waitingSince >= millis) {
         ended = Effect.fail(Option.none())
-        // called now, so that what it stops stops before anything else runs
-        deliver(onTimeout())
+        // called now, so that what it stops stops before anything else runs; the read in progress is interrupted
+        // before the consumer runs what it gave
+        const then = onTimeout()
+        deliver(Effect.zipRight(Fiber.interrupt(readerFiber), then))
         return Effect.void
       }
       const wait = taker !== undefined ? waitingSince + millis - now : millis
       return Effect.zipRight(clock.sleep(Duration.millis(wait)), watchdog)
     })
-    yield* Effect.forkScoped(reader)
+    const readerFiber = yield* Effect.forkScoped(reader)
     yield* Effect.forkScoped(watchdog)
     return Effect.async((resume) => {
       if (ready !== undefined) {
@@ -434,7 +439,10 @@ export const run = <Ev>(options: {
 }): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> =>
   Stream.unwrapScoped(Effect.gen(function*() {
     const { decode, machine, settings } = options
-    const body = yield* Stream.toPull(options.body)
+    // the body in a scope of its own, closed as soon as an idle timeout stops the reading (the request is aborted
+    // then, not once the consumer has handled the end)
+    const bodyScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const body = yield* Scope.extend(Stream.toPull(options.body), bodyScope)
     // the body's text until its first SSE event; undefined from that event on, or past `maxJsonBody`
     let head: string | undefined = ""
     const keepHead = (text: string) => {
@@ -520,7 +528,19 @@ export const run = <Ev>(options: {
     const take = yield* watched(
       next,
       settings.idleTimeout,
-      () => stopped ? finished : end(Option.some(idleFailure(settings.idleTimeout)))
+      () => {
+        // a failure the last read ended with is still to be told: it goes first, as it would have
+        if (after !== undefined) {
+          const then = after
+          after = undefined
+          return then
+        }
+        if (stopped) return finished
+        return Effect.zipRight(
+          Scope.close(bodyScope, Exit.void),
+          end(Option.some(idleFailure(settings.idleTimeout)))
+        )
+      }
     )
     return Stream.repeatEffectChunkOption(take)
   }))
