@@ -171,11 +171,11 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
 export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
 
 /**
- * `next`, handed to its consumer with an idle timeout: when a wait for `next` reaches `duration`, the wait gets
- * `onTimeout()` (called when the wait times out) in place of what `next` would have given, and every later pull ends
- * the stream. The time counted is
- * the time the consumer waits: a slow consumer (a hook, a full pipe) never times the stream out. `next` should make
- * progress when it succeeds (it reads on until it has something to show).
+ * `next`, handed to its consumer with an idle timeout: when a wait for `next` reaches `duration`, the read in progress
+ * is interrupted and the wait gets `onTimeout()` (called at that moment) in place of what `next` would have given;
+ * every later pull ends the stream. The time counted is the time the consumer waits: a slow consumer (a hook, a full
+ * pipe) never times the stream out. `next` should make progress when it succeeds (it reads on until it has something
+ * to show).
  *
  * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
  * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber runs `next`
@@ -418,9 +418,10 @@ const jsonInsteadOfStream = (
  * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
  * event and a timer per event cost far more than the decoding itself (see `docs/performance.md`). The body is read by
  * one pull (`Stream.toPull`) through {@link watched}, not through stream stages: its end, its failure and the machine's
- * end are handled here (fix 14). On an idle timeout reading stops at once and `machine.end` gets the `Timeout`. A body that fails mid-read is
- * `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is
- * `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are counted: past
+ * end are handled here (fix 14). On an idle timeout reading stops at once, the body is closed, and `machine.end` gets
+ * the `Timeout`. A body that fails mid-read is `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see
+ * `fromBodyError`); an event over `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`, after the events
+ * before it. The body's bytes are counted: past
  * `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then done, the
  * attempt fails with `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The
  * outcome does not depend on how the bytes are cut into reads. A body that ends without a single SSE event and is one
