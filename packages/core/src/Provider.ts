@@ -9,8 +9,13 @@
  *
  * @since 0.1.0
  */
+import type * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
-import type * as Stream from "effect/Stream"
+import * as Effect from "effect/Effect"
+import { globalValue } from "effect/GlobalValue"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import type * as Budget from "./Budget.js"
 import type * as Generation from "./Generation.js"
 import type * as ProviderFailure from "./ProviderFailure.js"
@@ -40,3 +45,45 @@ export interface Service {
  * @category tags
  */
 export class Provider extends Context.Tag("@reprise/core/Provider")<Provider, Service>() {}
+
+/**
+ * The pull of a generation: a chunk of events, or the end (`None`) or a failure (`Some`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Pull<E> = Effect.Effect<Chunk.Chunk<Generation.GenerationEvent>, Option.Option<E>>
+
+const pulls = globalValue(
+  Symbol.for("@reprise/core/Provider/pulls"),
+  () => new WeakMap<object, Effect.Effect<Pull<unknown>, unknown, unknown>>()
+)
+
+/**
+ * A generation stream made from its pull: `open` (run in the stream's scope) sends the request and returns the pull,
+ * and the stream is its chunks. `Recovery` reads a stream made this way by its pull, without the stream's own
+ * stages (a channel and a sink per chunk, about a quarter of the cost of a read: docs/performance.md, fix 17); any
+ * other consumer reads it as the stream it is.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromPull = <E, R>(
+  open: Effect.Effect<Pull<E>, E, R | Scope.Scope>
+): Stream.Stream<Generation.GenerationEvent, E, Exclude<R, Scope.Scope>> => {
+  const stream = Stream.unwrapScoped(Effect.map(open, Stream.repeatEffectChunkOption))
+  pulls.set(stream, open)
+  return stream
+}
+
+/**
+ * The `open` a stream was made from by {@link fromPull}, if it was.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
+export const pullOf = <E, R>(
+  stream: Stream.Stream<Generation.GenerationEvent, E, R>
+): Effect.Effect<Pull<E>, E, R | Scope.Scope> | undefined =>
+  // registered by `fromPull` with the types of the stream it returned
+  pulls.get(stream) as Effect.Effect<Pull<E>, E, R | Scope.Scope> | undefined

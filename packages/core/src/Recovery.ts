@@ -211,12 +211,27 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           Budget.Budget,
           allowance
         )
-    const result = yield* generation.pipe(
-      Stream.runForEachChunk((events) =>
-        attempt === undefined
-          ? Effect.zipRight(charged, Effect.suspend(() => surfacedChunk(events, attempt!)))
-          : surfacedChunk(events, attempt)
-      ),
+    const onEvents = (events: Chunk.Chunk<Generation.GenerationEvent>) =>
+      attempt === undefined
+        ? Effect.zipRight(charged, Effect.suspend(() => surfacedChunk(events, attempt!)))
+        : surfacedChunk(events, attempt)
+    // A provider's stream is read by its pull when it was made from one (`Provider.fromPull`): the same chunks, in
+    // the same scope, without the stream's channel and sink per chunk (docs/performance.md, fix 17).
+    const open = Provider.pullOf(generation)
+    const consumed = open === undefined
+      ? Stream.runForEachChunk(generation, onEvents)
+      : Effect.scoped(Effect.flatMap(open, (pull) => {
+        const read = Effect.catchAll(
+          pull,
+          (end) => Option.isNone(end) ? Effect.succeed(undefined) : Effect.fail(end.value)
+        )
+        const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect.flatMap(
+          read,
+          (events) => events === undefined ? Effect.void : Effect.zipRight(onEvents(events), loop)
+        )
+        return loop
+      }))
+    const result = yield* consumed.pipe(
       // for the whole run, not as stages of the stream: a stream stage per attempt measurably costs memory (the
       // chunks' listener and hook get the reply's allowance back, above)
       Effect.provideService(Budget.Budget, observed),

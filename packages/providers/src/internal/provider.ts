@@ -7,14 +7,13 @@
  */
 import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Generation from "@reprise/core/Generation"
-import type * as Provider from "@reprise/core/Provider"
+import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Stream from "effect/Stream"
 import * as ProviderOptions from "../ProviderOptions.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
@@ -49,9 +48,10 @@ export const makeService = <Ev>(options: {
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
 }): Provider.Service => ({
   protocol: options.protocol,
+  // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
   stream: (request) =>
-    Stream.unwrap(
-      Effect.map(
+    Provider.fromPull(
+      Effect.flatMap(
         Effect.suspend(() => {
           // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
           // not sent: no Budget debit, one permanent failure
@@ -63,7 +63,7 @@ export const makeService = <Ev>(options: {
         (response) => {
           const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
           const decoder = options.decoder({ requestId })
-          return SseInternal.run({
+          return SseInternal.pull({
             body: response.stream,
             settings: options.settings,
             decode: decoder.decode,

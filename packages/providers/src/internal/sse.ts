@@ -9,6 +9,7 @@
  */
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as Generation from "@reprise/core/Generation"
+import type * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
@@ -430,15 +431,34 @@ const jsonInsteadOfStream = (
  *
  * @internal
  */
-export const run = <Ev>(options: {
+export const run = <Ev>(
+  options: RunOptions<Ev>
+): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> =>
+  Stream.unwrapScoped(Effect.map(pull(options), Stream.repeatEffectChunkOption))
+
+/**
+ * What {@link run} reads.
+ *
+ * @internal
+ */
+export interface RunOptions<Ev> {
   readonly body: Stream.Stream<Uint8Array, HttpClientError.ResponseError>
   readonly settings: Settings
   readonly decode: Decode<Ev>
   readonly machine: Machine<Ev>
   /** The response's request id, for an error sent as a JSON body in place of the stream. */
   readonly requestId?: string | undefined
-}): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
+}
+
+/**
+ * {@link run} as the pull of its chunks, in the scope (for `Provider.fromPull`).
+ *
+ * @internal
+ */
+export const pull = <Ev>(
+  options: RunOptions<Ev>
+): Effect.Effect<Provider.Pull<ProviderFailure.ProviderFailure>, never, Scope.Scope> =>
+  Effect.gen(function*() {
     const { decode, machine, settings } = options
     // the body in a scope of its own, closed as soon as an idle timeout stops the reading (the request is aborted
     // then, not once the consumer has handled the end)
@@ -543,5 +563,5 @@ export const run = <Ev>(options: {
         )
       }
     )
-    return Stream.repeatEffectChunkOption(take)
-  }))
+    return take
+  })

@@ -1,0 +1,101 @@
+/**
+ * A provider's stream made from its pull (`Provider.fromPull`) is read by `Recovery` through that pull, without the
+ * stream's stages. The reply must be the same as from the stream, a failed attempt is replayed by opening the pull
+ * again (one send per attempt), the pull's scope closes when its attempt ends, and a stream built on top of one
+ * (`Stream.map`) is read as that stream, never by the pull underneath.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Chunk, Duration, Effect, Exit, Fiber, Option, Stream, TestClock } from "effect"
+import * as Budget from "../src/Budget.js"
+import * as Generation from "../src/Generation.js"
+import * as Policy from "../src/Policy.js"
+import * as Provider from "../src/Provider.js"
+import * as Recovery from "../src/Recovery.js"
+import * as TransportError from "../src/TransportError.js"
+
+const finish = Generation.Finish({ reason: "stop", providerReason: "stop" })
+
+/** A generation whose pull hands out `chunks` in turn; every open reserves a send and is counted, with its close. */
+const pulled = (
+  attempts: ReadonlyArray<
+    { readonly chunks: ReadonlyArray<ReadonlyArray<Generation.GenerationEvent>>; readonly fail?: boolean }
+  >
+) => {
+  const log: Array<string> = []
+  let opened = 0
+  const open = Effect.gen(function*() {
+    yield* Budget.reserve
+    const attempt = attempts[Math.min(opened, attempts.length - 1)]
+    opened++
+    log.push(`open ${opened}`)
+    yield* Effect.addFinalizer(() => Effect.sync(() => log.push(`close ${opened}`)))
+    let next = 0
+    const pull: Provider.Pull<TransportError.TransportError | Budget.BudgetExhausted> = Effect.suspend(() => {
+      if (next < attempt.chunks.length) return Effect.succeed(Chunk.fromIterable(attempt.chunks[next++]))
+      return attempt.fail === true
+        ? Effect.fail(Option.some(new TransportError.TransportError({ reason: "Reset", detail: "cut" })))
+        : Effect.fail(Option.none())
+    })
+    return pull
+  })
+  return { stream: Provider.fromPull(open), log, opened: () => opened }
+}
+
+const backoff = Policy.layer({ backoffBase: Duration.seconds(1), jitter: false })
+
+describe("Provider.fromPull", () => {
+  it("pullOf gives the open of a stream made from it, and nothing for any other stream", () => {
+    const { stream } = pulled([{ chunks: [[finish]] }])
+    assert.isDefined(Provider.pullOf(stream))
+    assert.isUndefined(Provider.pullOf(Stream.make(finish)))
+    assert.isUndefined(Provider.pullOf(Stream.map(stream, (event) => event)))
+  })
+
+  it.effect("Recovery commits what the stream holds, through the pull, and closes the pull's scope", () =>
+    Effect.gen(function*() {
+      const chunks = [[Generation.TextDelta({ text: "hel" })], [], [Generation.TextDelta({ text: "lo" }), finish]]
+      const viaPull = pulled([{ chunks }])
+      const reply = yield* Recovery.run(viaPull.stream)
+      const plain = yield* Recovery.run(Stream.fromIterable(chunks.flat()))
+      assert.strictEqual(reply.text, "hello")
+      assert.strictEqual(reply.text, plain.text)
+      assert.strictEqual(reply.finishReason, plain.finishReason)
+      assert.strictEqual(reply.attempts, 1)
+      assert.deepStrictEqual(viaPull.log, ["open 1", "close 1"])
+    }))
+
+  it.effect("a failed attempt is replayed by opening the pull again, its scope closed first", () =>
+    Effect.gen(function*() {
+      const viaPull = pulled([
+        { chunks: [[Generation.TextDelta({ text: "never shown" })]], fail: true },
+        { chunks: [[Generation.TextDelta({ text: "the answer" }), finish]] }
+      ])
+      const fiber = yield* Effect.fork(Recovery.run(viaPull.stream).pipe(Effect.provide(backoff)))
+      yield* TestClock.adjust("1 second")
+      const reply = yield* Fiber.join(fiber)
+      assert.strictEqual(reply.text, "the answer")
+      assert.strictEqual(reply.attempts, 2)
+      assert.deepStrictEqual(viaPull.log, ["open 1", "close 1", "open 2", "close 2"])
+    }))
+
+  it.effect("a stream built on one is read as that stream, not by the pull underneath", () =>
+    Effect.gen(function*() {
+      const viaPull = pulled([{ chunks: [[Generation.TextDelta({ text: "quiet" }), finish]] }])
+      const loud = Stream.map(
+        viaPull.stream,
+        (event) => event._tag === "TextDelta" ? Generation.TextDelta({ text: event.text.toUpperCase() }) : event
+      )
+      const reply = yield* Recovery.run(loud)
+      assert.strictEqual(reply.text, "QUIET")
+    }))
+
+  it.effect("an end without the terminal is a failure, as from the stream", () =>
+    Effect.gen(function*() {
+      const viaPull = pulled([{ chunks: [[Generation.TextDelta({ text: "cut" })]] }])
+      const exit = yield* Effect.exit(Recovery.disabled(Recovery.run(viaPull.stream)))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+      assert.isTrue(TransportError.isTransportError(error) && error.reason === "PrematureEof")
+      assert.strictEqual(viaPull.opened(), 1)
+    }))
+})
