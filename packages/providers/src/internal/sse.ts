@@ -9,7 +9,7 @@
  */
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as Generation from "@reprise/core/Generation"
-import type * as Provider from "@reprise/core/Provider"
+import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
@@ -433,8 +433,7 @@ const jsonInsteadOfStream = (
  */
 export const run = <Ev>(
   options: RunOptions<Ev>
-): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> =>
-  Stream.unwrapScoped(Effect.map(pull(options), Stream.repeatEffectChunkOption))
+): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => Provider.fromPull(pull(options))
 
 /**
  * What {@link run} reads.
@@ -524,12 +523,15 @@ export const pull = <Ev>(
       }
       return Effect.succeed(Chunk.unsafeFromArray(out))
     }
+    // takes what the last read left to do, if anything
+    const takeAfter = (): Result | undefined => {
+      const then = after
+      after = undefined
+      return then
+    }
     const next: Result = Effect.suspend(() => {
-      if (after !== undefined) {
-        const then = after
-        after = undefined
-        return then
-      }
+      const then = takeAfter()
+      if (then !== undefined) return then
       if (stopped) return finished
       return Effect.matchCauseEffect(body, {
         onSuccess: onReads,
@@ -551,11 +553,8 @@ export const pull = <Ev>(
       settings.idleTimeout,
       () => {
         // a failure the last read ended with is still to be told: it goes first, as it would have
-        if (after !== undefined) {
-          const then = after
-          after = undefined
-          return then
-        }
+        const then = takeAfter()
+        if (then !== undefined) return then
         if (stopped) return finished
         return Effect.zipRight(
           Scope.close(bodyScope, Exit.void),
