@@ -7,9 +7,13 @@
  *   records, sub-millisecond timestamps), minus the `RetryScheduled` delay;
  * - client view: `AttemptDiscarded` to the next attempt's first `Preview` (`performance.now()`), minus the delay.
  *
- * The baseline is the plain undici loop sleeping the same 20 ms, measured the same way on the server. The first
- * few replies of each are a warm-up and not counted.
+ * The baseline is the plain undici loop sleeping the same 20 ms, measured the same way on the server. The floor is
+ * that loop on the parts DESIGN §3 mandates (`support/effectClient.ts`: @effect/platform's `HttpClient` over undici,
+ * its body as a `Stream`, `Effect.retry` with a fixed 20 ms `Schedule`), measured the same way: no client on those
+ * parts recovers faster, so its gap over the loop bounds reprise's. The first few replies of each are a warm-up and
+ * not counted.
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
 import * as Recovery from "@reprise/core/Recovery"
@@ -21,6 +25,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as EffectClient from "./support/effectClient.js"
 import { chatWithRetry } from "./support/plain.js"
 import { fmt, summarize, type Summary, table } from "./support/stats.js"
 
@@ -54,6 +59,8 @@ export interface LatencyResult {
   /** Server view, ms: fault → next request, minus the backoff. */
   readonly reprise: Summary
   readonly baseline: Summary
+  /** Server view of the floor: the loop on HttpClient + Stream + Effect.retry. */
+  readonly floor: Summary
   /** Client view, ms: AttemptDiscarded → next attempt's first Preview, minus the backoff. */
   readonly repriseClient: Summary
   /** Scheduled delays reported by RetryScheduled (ms). */
@@ -139,11 +146,28 @@ export const run = (options: { replies: number }): Promise<LatencyResult> =>
       }
     })
     const baselineRecords = yield* sim.requestsTo("openai-chat")
+
+    // floor: the same loop on the mandated Effect parts
+    yield* sim.setScript(script(total))
+    yield* Effect.gen(function*() {
+      for (let i = 0; i < total; i++) {
+        const result = yield* EffectClient.chatWithRetry(
+          baseUrl,
+          { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true },
+          { attempts: 3, backoffMs }
+        )
+        if (result.text !== text || result.attempts !== 2) {
+          return yield* Effect.die(new Error(`floor reply ${i}: ${result.attempts} attempts`))
+        }
+      }
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+    const floorRecords = yield* sim.requestsTo("openai-chat")
     return {
       faults: options.replies,
       backoffMs,
       reprise: summarize(gaps(repriseRecords, delays).slice(warmup)),
       baseline: summarize(gaps(baselineRecords, []).slice(warmup)),
+      floor: summarize(gaps(floorRecords, []).slice(warmup)),
       repriseClient: summarize(client.slice(warmup)),
       scheduled: summarize(delays)
     }
@@ -156,6 +180,7 @@ export const print = (r: LatencyResult) =>
     [
       ["reprise, server view (fault close -> next request)", r.reprise],
       ["plain undici loop, server view", r.baseline],
+      ["floor: the loop on HttpClient + Stream + Effect.retry, server view", r.floor],
       ["reprise, client view (discarded -> first preview)", r.repriseClient]
     ].map(([name, s]) => {
       const summary = s as Summary

@@ -41,7 +41,7 @@ const settings = quick
     fleet: { workers: [8, 32], replies: 600 }
   }
 
-type Reach = "yes" | "parser" | "schema"
+type Reach = "yes" | "parser" | "schema" | "effect"
 
 /** Which floor already misses the target: the mandated SSE parser alone, or with per-event Schema validation. */
 const reach = (parserFloorMeets: boolean, schemaFloorMeets: boolean): Reach =>
@@ -49,7 +49,8 @@ const reach = (parserFloorMeets: boolean, schemaFloorMeets: boolean): Reach =>
 
 /**
  * A missed target is "out of reach" when a floor measured in the same run misses it too: no change to the rest of
- * reprise can meet it while the pipeline keeps that parser (DESIGN §3), or that parser and Schema per event (STYLE).
+ * reprise can meet it while the pipeline keeps that parser (DESIGN §3), or that parser and Schema per event (STYLE),
+ * or, for figures 3 and 4, the Effect parts every provider is built on (DESIGN §3: `HttpClient` over undici).
  */
 const verdict = (ok: boolean, reachable: Reach) =>
   ok
@@ -58,7 +59,26 @@ const verdict = (ok: boolean, reachable: Reach) =>
     ? "MISSED; parser floor misses too"
     : reachable === "schema"
     ? "MISSED; parser+Schema floor misses too"
+    : reachable === "effect"
+    ? "MISSED; Effect floor misses too"
     : "MISSED"
+
+/**
+ * A target of figures 3 and 4 with the value of the Effect floor (`support/effectClient.ts`: the plain loop on
+ * @effect/platform's `HttpClient` over undici, its body as a `Stream`, `Effect.retry`), judged by the same test.
+ */
+const floorTarget = (
+  figure: string,
+  target: string,
+  meets: (value: number) => boolean,
+  values: { readonly value: number; readonly floor: number }
+) => ({
+  figure,
+  target,
+  ...values,
+  met: meets(values.value),
+  reachable: meets(values.floor) ? "yes" as const : "effect" as const
+})
 
 /** A ratio target with its two ceilings, all judged by the same test. */
 const ratioTarget = (
@@ -126,30 +146,28 @@ const main = async () => {
       ceiling: e2e.ceiling,
       schemaCeiling: e2e.ceilingSchema
     }),
-    {
-      figure: `3. peak RSS, ${concurrency.streams} streams (MB, largest of ${concurrency.rounds})`,
-      target: "< 320",
-      value: concurrency.reprise.peakRssMB.max,
-      met: concurrency.reprise.peakRssMB.max < 320
-    },
-    {
-      figure: `3. peak RSS, ${concurrency.streams} streams, vs the plain retry loop (medians)`,
-      target: "<= 1.5x",
-      value: concurrency.rssRatio,
-      met: concurrency.rssRatio <= 1.5
-    },
-    {
-      figure: `3. wall time, ${concurrency.streams} streams, vs the plain retry loop (medians)`,
-      target: "<= 1.2x",
-      value: concurrency.wallRatio,
-      met: concurrency.wallRatio <= 1.2
-    },
-    {
-      figure: "4. recovery latency median minus the plain loop's (ms)",
-      target: "<= +1",
+    floorTarget(
+      `3. peak RSS, ${concurrency.streams} streams (MB, largest of ${concurrency.rounds})`,
+      "< 320",
+      (x) => x < 320,
+      { value: concurrency.reprise.peakRssMB.max, floor: concurrency.floor.peakRssMB.max }
+    ),
+    floorTarget(
+      `3. peak RSS, ${concurrency.streams} streams, vs the plain retry loop (medians)`,
+      "<= 1.5x",
+      (x) => x <= 1.5,
+      { value: concurrency.rssRatio, floor: concurrency.floorRssRatio }
+    ),
+    floorTarget(
+      `3. wall time, ${concurrency.streams} streams, vs the plain retry loop (medians)`,
+      "<= 1.2x",
+      (x) => x <= 1.2,
+      { value: concurrency.wallRatio, floor: concurrency.floorWallRatio }
+    ),
+    floorTarget("4. recovery latency median minus the plain loop's (ms)", "<= +1", (x) => x <= 1, {
       value: latency.reprise.median - latency.baseline.median,
-      met: latency.reprise.median - latency.baseline.median <= 1
-    },
+      floor: latency.floor.median - latency.baseline.median
+    }),
     {
       figure: "5. time per MB, largest / middle size",
       target: "~1.0 (linear)",
@@ -200,8 +218,9 @@ const main = async () => {
     }
   ]
   table(
-    "Targets (ceilings: the best values reachable on the mandated SSE parser, alone and with per-event Schema, this run)",
-    ["figure", "target", "value", "parser ceiling", "+schema ceiling", "verdict"],
+    "Targets (ceilings: the best values reachable on the mandated SSE parser, alone and with per-event Schema; " +
+      "Effect floor: the plain loop on HttpClient + Stream + Effect.retry; all this run)",
+    ["figure", "target", "value", "parser ceiling", "+schema ceiling", "Effect floor", "verdict"],
     targets.map((t) => [
       t.figure,
       t.target,
@@ -209,6 +228,7 @@ const main = async () => {
       // three decimals: a ceiling just under a target must not print as meeting it
       "ceiling" in t ? fmt(t.ceiling, 3) : "",
       "schemaCeiling" in t ? fmt(t.schemaCeiling, 3) : "",
+      "floor" in t ? fmt(t.floor, 3) : "",
       verdict(t.met, "reachable" in t ? t.reachable : "yes")
     ])
   )
