@@ -132,7 +132,21 @@ type Outcome =
     readonly acc: Accumulator
     readonly attempt: number | undefined
     readonly error: AttemptError
+    /** When recovery saw the failure (`Clock`, nanoseconds): the wait before the next attempt runs from here. */
+    readonly failedAt: bigint
   }
+
+/**
+ * The wait before the next attempt: `delay` counted from `since`, the moment the failed attempt's failure reached
+ * recovery (`Clock`, nanoseconds). What recovery did since (the attempt's scope closed, the failure classified and
+ * told) is inside the wait, not added to it; a wait that is already over is not begun (docs/recovery.md, "When the
+ * wait starts").
+ */
+const waitFrom = (delay: Duration.Duration, since: bigint): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeNanos, (now) => {
+    const left = Duration.unsafeToNanos(delay) - (now - since)
+    return left > 0n ? Effect.sleep(Duration.nanos(left)) : Effect.void
+  })
 
 /** The next attempt continues the response of the one before it, and adds to what it had surfaced. */
 interface Pending {
@@ -165,6 +179,12 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const acc = carried ?? new Accumulator(options.earlyBreakOnToolCall === true)
     const onChunk = options.hooks?.onChunk
     let attempt: number | undefined
+    // The moment the provider's failure reached recovery, before the attempt's scope closes (its body released,
+    // its request's span ended): the backoff is counted from here, so that work is done inside the wait.
+    let failedAt: bigint | undefined
+    const seen = Effect.map(Clock.currentTimeNanos, (now) => {
+      failedAt ??= now
+    })
     const start = Effect.flatMap(allowance.reserve, (n) => {
       attempt = n
       return Effect.as(onStart(n), n)
@@ -220,10 +240,10 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const open = Provider.pullOf(generation)
     const consumed = open === undefined
       ? Stream.runForEachChunk(generation, onEvents)
-      : Effect.scoped(Effect.flatMap(open, (pull) => {
+      : Effect.scoped(Effect.flatMap(Effect.tapError(open, () => seen), (pull) => {
         const read = Effect.catchAll(
           pull,
-          (end) => Option.isNone(end) ? Effect.succeed(undefined) : Effect.fail(end.value)
+          (end) => Option.isNone(end) ? Effect.succeed(undefined) : Effect.zipRight(seen, Effect.fail(end.value))
         )
         const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect.flatMap(
           read,
@@ -249,9 +269,9 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       ),
       Effect.either
     )
-    return result._tag === "Right"
-      ? { _tag: "Completed", acc, attempt: attempt! } as const
-      : { _tag: "Failed", acc, attempt, error: result.left } as const
+    if (result._tag === "Right") return { _tag: "Completed", acc, attempt: attempt! } as const
+    if (failedAt === undefined) yield* seen
+    return { _tag: "Failed", acc, attempt, error: result.left, failedAt: failedAt! } as const
   })
 
 /**
@@ -371,11 +391,17 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
     type Decision =
       | { readonly _tag: "Commit"; readonly reply: Generation.Reply }
       | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
-      | { readonly _tag: "Retry"; readonly error: AttemptError; readonly delay: Duration.Duration }
+      | {
+        readonly _tag: "Retry"
+        readonly error: AttemptError
+        readonly delay: Duration.Duration
+        readonly failedAt: bigint
+      }
       | {
         readonly _tag: "Resume"
         readonly error: AttemptError
         readonly delay: Duration.Duration
+        readonly failedAt: bigint
         readonly pending: Pending
       }
 
@@ -482,7 +508,8 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       resumable: Resumption.Resumable,
       attempt: number,
       acc: Accumulator,
-      error: ProviderFailure.ProviderFailure
+      error: ProviderFailure.ProviderFailure,
+      failedAt: bigint
     ): Effect.Effect<Decision | undefined, never, never> =>
       Effect.gen(function*() {
         const verdict = Classification.classify(error)
@@ -536,7 +563,13 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           }
         })
         if (Either.isLeft(scheduled)) return yield* stop(scheduled.left)
-        return { _tag: "Resume", error, delay: scheduled.right, pending: { continuation, responseId, acc } } as Decision
+        return {
+          _tag: "Resume",
+          error,
+          delay: scheduled.right,
+          failedAt,
+          pending: { continuation, responseId, acc }
+        } as Decision
       })
 
     const decide = Effect.gen(function*() {
@@ -592,12 +625,12 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         return { _tag: "Commit", reply } as Decision
       }
 
-      const { acc, error } = outcome
+      const { acc, error, failedAt } = outcome
       lastShown = acc.text.length
       const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
       const resumable = replay ? resumableNow() : undefined
       if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-        const resume = yield* resumeOf(resumable, attempt, acc, error)
+        const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
         if (resume !== undefined) return resume
       }
       yield* notify(
@@ -654,7 +687,7 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       })
       return Either.isLeft(scheduled)
         ? stop(scheduled.left)
-        : { _tag: "Retry", error, delay: scheduled.right } as Decision
+        : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
     })
 
     // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
@@ -692,18 +725,20 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           case "Stop":
             yield* abandon
             return yield* decision.stop
-          case "Retry":
+          case "Retry": {
+            const wait = waitFrom(decision.delay, decision.failedAt)
             // the response left behind is cancelled during the wait, which it does not lengthen (past it, the
             // replay waits for the cancel, which takes at most 2 s); without one, the wait alone, with no fibers
             // forked for it
             yield* resumableNow() === undefined
-              ? Effect.zipRight(Effect.sync(() => (live = undefined)), Effect.sleep(decision.delay))
-              : Effect.all([abandon, Effect.sleep(decision.delay)], { concurrency: 2, discard: true })
+              ? Effect.zipRight(Effect.sync(() => (live = undefined)), wait)
+              : Effect.all([abandon, wait], { concurrency: 2, discard: true })
             break
+          }
           case "Resume":
             pending = decision.pending
             // a poll after a refusal has nothing to wait out
-            if (Duration.greaterThan(decision.delay, Duration.zero)) yield* Effect.sleep(decision.delay)
+            if (Duration.greaterThan(decision.delay, Duration.zero)) yield* waitFrom(decision.delay, decision.failedAt)
             break
         }
       }

@@ -5,7 +5,7 @@
  * (`Stream.map`) is read as that stream, never by the pull underneath.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Duration, Effect, Exit, Fiber, Option, Stream, TestClock } from "effect"
+import { Cause, Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Stream, TestClock } from "effect"
 import * as Budget from "../src/Budget.js"
 import * as Generation from "../src/Generation.js"
 import * as Policy from "../src/Policy.js"
@@ -15,20 +15,28 @@ import * as TransportError from "../src/TransportError.js"
 
 const finish = Generation.Finish({ reason: "stop", providerReason: "stop" })
 
-/** A generation whose pull hands out `chunks` in turn; every open reserves a send and is counted, with its close. */
+/**
+ * A generation whose pull hands out `chunks` in turn; every open reserves a send and is counted, with its close and
+ * the TestClock's time at each open. `closing` is how long closing an attempt's scope takes (a body released slowly).
+ */
 const pulled = (
   attempts: ReadonlyArray<
     { readonly chunks: ReadonlyArray<ReadonlyArray<Generation.GenerationEvent>>; readonly fail?: boolean }
-  >
+  >,
+  closing: Duration.Duration = Duration.zero
 ) => {
   const log: Array<string> = []
+  const openedAt: Array<number> = []
   let opened = 0
   const open = Effect.gen(function*() {
     yield* Budget.reserve
     const attempt = attempts[Math.min(opened, attempts.length - 1)]
     opened++
     log.push(`open ${opened}`)
-    yield* Effect.addFinalizer(() => Effect.sync(() => log.push(`close ${opened}`)))
+    openedAt.push(yield* Clock.currentTimeMillis)
+    yield* Effect.addFinalizer(() =>
+      Effect.zipRight(Effect.sleep(closing), Effect.sync(() => log.push(`close ${opened}`)))
+    )
     let next = 0
     const pull: Provider.Pull<TransportError.TransportError | Budget.BudgetExhausted> = Effect.suspend(() => {
       if (next < attempt.chunks.length) return Effect.succeed(Chunk.fromIterable(attempt.chunks[next++]))
@@ -38,7 +46,7 @@ const pulled = (
     })
     return pull
   })
-  return { stream: Provider.fromPull(open), log, opened: () => opened }
+  return { stream: Provider.fromPull(open), log, openedAt, opened: () => opened }
 }
 
 const backoff = Policy.layer({ backoffBase: Duration.seconds(1), jitter: false })
@@ -76,6 +84,26 @@ describe("Provider.fromPull", () => {
       assert.strictEqual(reply.text, "the answer")
       assert.strictEqual(reply.attempts, 2)
       assert.deepStrictEqual(viaPull.log, ["open 1", "close 1", "open 2", "close 2"])
+    }))
+
+  it.effect("the backoff runs from the pull's failure: closing the attempt's scope is inside it, not added to it", () =>
+    Effect.gen(function*() {
+      const viaPull = pulled([
+        { chunks: [[Generation.TextDelta({ text: "cut" })]], fail: true },
+        { chunks: [[Generation.TextDelta({ text: "whole" }), finish]] }
+      ], Duration.millis(300))
+      const fiber = yield* Effect.fork(Recovery.run(viaPull.stream).pipe(Effect.provide(backoff)))
+      yield* TestClock.adjust("300 millis")
+      assert.deepStrictEqual(viaPull.log, ["open 1", "close 1"])
+      yield* TestClock.adjust("699 millis")
+      assert.strictEqual(viaPull.opened(), 1)
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(viaPull.opened(), 2)
+      yield* TestClock.adjust("300 millis")
+      const reply = yield* Fiber.join(fiber)
+      assert.strictEqual(reply.text, "whole")
+      // the second send 1 s after the failure, not 1 s after the 300 ms the first attempt's close took
+      assert.deepStrictEqual(viaPull.openedAt, [0, 1000])
     }))
 
   it.effect("a stream built on one is read as that stream, not by the pull underneath", () =>

@@ -1,12 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, Option, Random, Ref, Stream, TestClock } from "effect"
+import { Clock, Duration, Effect, Exit, Fiber, Layer, Option, Random, Ref, Stream, TestClock } from "effect"
 import * as Budget from "../src/Budget.js"
 import * as Generation from "../src/Generation.js"
 import * as Policy from "../src/Policy.js"
 import * as ProviderFailure from "../src/ProviderFailure.js"
 import * as Recovery from "../src/Recovery.js"
 import type * as RecoveryExhausted from "../src/RecoveryExhausted.js"
-import type * as RecoveryNotifications from "../src/RecoveryNotifications.js"
+import * as RecoveryNotifications from "../src/RecoveryNotifications.js"
 import * as TransportError from "../src/TransportError.js"
 import { recorder } from "./utils/notifications.js"
 import { reset, scripted, status } from "./utils/scripted.js"
@@ -117,6 +117,37 @@ describe("Recovery", () => {
         assert.isAtLeast(w, 0.75 * nominal[i])
         assert.isAtMost(w, nominal[i])
       })
+    }))
+
+  it.effect("the wait runs from the failure: a slow listener is inside it, and one slower than it is not waited for", () =>
+    Effect.gen(function*() {
+      const startedAt = (listenerTakes: Duration.Duration) =>
+        Effect.gen(function*() {
+          const started: Array<number> = []
+          const delays: Array<number> = []
+          const listener = RecoveryNotifications.layerCallback((n) => {
+            switch (n._tag) {
+              case "AttemptStarted":
+                return Effect.map(Clock.currentTimeMillis, (now) => void started.push(now))
+              case "AttemptDiscarded":
+                return Effect.sleep(listenerTakes)
+              case "RetryScheduled":
+                return Effect.sync(() => void delays.push(Duration.toMillis(n.delay)))
+              default:
+                return Effect.void
+            }
+          })
+          const { generation } = yield* scripted([{ text: ["x"], end: status(503) }, { text: ["y"], end: "finish" }])
+          const exit = yield* runToEnd(Recovery.run(generation).pipe(Effect.provide(Layer.merge(noJitter, listener))))
+          assert.isTrue(Exit.isSuccess(exit))
+          // the policy's wait is told unchanged
+          assert.deepStrictEqual(delays, [1000])
+          return started.map((at) => at - started[0])
+        })
+      // the listener's 300 ms are inside the 1 s: the second send is 1 s after the failure, not 1.3 s
+      assert.deepStrictEqual(yield* startedAt(Duration.millis(300)), [0, 1000])
+      // a listener that outlasts the wait: nothing is left to wait, and the replay is sent at once
+      assert.deepStrictEqual(yield* startedAt(Duration.seconds(5)), [0, 5000])
     }))
 
   it.effect("Retry-After lengthens the wait and is not capped, but never shortens it", () =>
