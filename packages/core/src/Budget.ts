@@ -188,15 +188,19 @@ export const make = (settings: Settings): Effect.Effect<Allowance> =>
  * @category scopes
  */
 export const scoped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, Budget>> =>
-  Effect.flatMap(Effect.serviceOption(Budget), (current) =>
-    Option.match(current, {
-      onSome: (allowance) => Effect.provideService(self, Budget, allowance),
-      onNone: () =>
-        Effect.flatMap(
-          Effect.flatMap(BudgetSettings, make),
-          (allowance) => Effect.provideService(self, Budget, allowance)
-        )
-    }))
+  Effect.flatMap(enclosingOrNew, (allowance) => Effect.provideService(self, Budget, allowance))
+
+/**
+ * The allowance {@link scoped} runs with: the enclosing scope's when there is one, otherwise a new one from the
+ * current {@link BudgetSettings}. For code that provides it together with other services, in one context.
+ *
+ * @since 0.1.0
+ * @category scopes
+ */
+export const enclosingOrNew: Effect.Effect<Allowance> = Effect.flatMap(
+  Effect.serviceOption(Budget),
+  Option.match({ onSome: Effect.succeed, onNone: () => Effect.flatMap(BudgetSettings, make) })
+)
 
 /**
  * Fails as a send refused at the deadline would, with `allowance`'s counts now: for a wait inside an attempt that

@@ -23,6 +23,7 @@
  */
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -34,6 +35,7 @@ import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
+import * as Tracer from "effect/Tracer"
 import * as Budget from "./Budget.js"
 import * as Classification from "./Classification.js"
 import * as FleetLimits from "./FleetLimits.js"
@@ -148,6 +150,21 @@ const waitFrom = (delay: Duration.Duration, since: bigint): Effect.Effect<void> 
     return left > 0n ? Effect.sleep(Duration.nanos(left)) : Effect.void
   })
 
+/**
+ * Provides an attempt's `Budget` and `Resumption` in one context: each provided service is a region of its own on the
+ * fiber's stack, held for as long as the reply waits on its stream (about 2 KB each; docs/performance.md, fix 18).
+ */
+const provideAttempt = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  allowance: Budget.Allowance,
+  offer: Resumption.Service
+): Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>> =>
+  // the same requirement as `Exclude<R, Budget | Resumption>`, spelled as two services provided in turn would be
+  Effect.provide(
+    self,
+    Context.make(Budget.Budget, allowance).pipe(Context.add(Resumption.Resumption, offer))
+  ) as Effect.Effect<A, E, never> as Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>>
+
 /** The next attempt continues the response of the one before it, and adds to what it had surfaced. */
 interface Pending {
   readonly continuation: Resumption.Continuation
@@ -254,8 +271,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const result = yield* consumed.pipe(
       // for the whole run, not as stages of the stream: a stream stage per attempt measurably costs memory (the
       // chunks' listener and hook get the reply's allowance back, above)
-      Effect.provideService(Budget.Budget, observed),
-      Effect.provideService(Resumption.Resumption, offer),
+      (self) => provideAttempt(self, observed, offer),
       Effect.zipRight(charged),
       Effect.flatMap(() =>
         acc.finish === undefined
@@ -263,7 +279,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
             new TransportError.TransportError({
               reason: "PrematureEof",
               detail: "the stream ended without the protocol's terminal event"
-            })
+            }, { disableValidation: true })
           )
           : Effect.void
       ),
@@ -293,10 +309,37 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
   options: Options<RH>,
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
-  Budget.scoped(Effect.gen(function*() {
-    const allowance = yield* Budget.Budget
+  Effect.flatMap(Budget.enclosingOrNew, (allowance) =>
+    // the reply's span and its Budget in one context (as `Effect.withSpan` over `Budget.scoped`, with one region on
+    // the fiber's stack instead of two; docs/performance.md, fix 18)
+    Effect.useSpan(
+      Telemetry.SpanName.reply,
+      { attributes: options.spanAttributes ?? {}, captureStackTrace: false },
+      (span) =>
+        // typed as `Budget.scoped` is: the span is no requirement of a reply's
+        Effect.provide(
+          recover(generation, options, meters, allowance),
+          Context.make(Budget.Budget, allowance).pipe(Context.add(Tracer.ParentSpan, span))
+        ) as Effect.Effect<Generation.Reply, RecoveryError, never> as Effect.Effect<
+          Generation.Reply,
+          RecoveryError,
+          Exclude<R, Budget.Budget> | RH
+        >
+    ))
+
+/** The body of {@link runWith}: one reply's attempts, with `allowance` (provided to it as the `Budget`). */
+const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
+  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+  options: Options<RH>,
+  meters: Telemetry.Meters,
+  allowance: Budget.Allowance
+): Effect.Effect<Generation.Reply, RecoveryError, R | RH> =>
+  Effect.gen(function*() {
     const replay = yield* FiberRef.get(currentReplay)
-    const planner = yield* Effect.flatMap(Policy.PolicySettings, (settings) => Policy.planner(Policy.backoff(settings)))
+    const policy = yield* Policy.PolicySettings
+    // The backoff's schedule and its state, made at the first failure: most replies never need them, and a paused
+    // reply would hold them (docs/performance.md, fix 18).
+    let planner: Policy.Planner | undefined
     // Looked up once per reply, not once per event.
     const notifications = yield* RecoveryNotifications.RecoveryNotifications
     const notify = notifications.notify
@@ -467,6 +510,7 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       Effect.gen(function*() {
         let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
         if (!next.immediate) {
+          if (planner === undefined) planner = yield* Policy.planner(Policy.backoff(policy))
           const backoff = yield* planner.next
           if (Option.isNone(backoff)) return Either.left(exhausted("Attempts"))
           wait = Policy.lengthen(backoff.value, next.retryAfter)
@@ -756,9 +800,7 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       )
     }
     return reply
-  })).pipe(
-    Effect.withSpan(Telemetry.SpanName.reply, { attributes: options.spanAttributes ?? {}, captureStackTrace: false })
-  )
+  })
 
 const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
   [A.attempts]: reply.attempts,

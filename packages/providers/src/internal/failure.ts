@@ -92,6 +92,11 @@ const errorText = (u: unknown): string => {
   return String(u)
 }
 
+// Built from literals and strings this module computes, so not validated again by the Schema class
+// (`disableValidation`): a validated construction costs about 0.1 ms, on the path from a fault to its replay
+// (docs/performance.md, fixes 12 and 18).
+const built = { disableValidation: true } as const
+
 /**
  * A failed send (no response): a response undici cannot read (see `violation`) is a permanent
  * `ProviderRejection{reason: "ProtocolViolation"}`; refused or unreachable is `Connect`, anything else (the socket
@@ -116,7 +121,7 @@ export const fromRequestError = (
   return new TransportError.TransportError({
     reason: code !== undefined && connectCodes.has(code) ? "Connect" : "Reset",
     detail: scrub(errorText(error.cause))
-  })
+  }, built)
 }
 
 /**
@@ -135,7 +140,7 @@ export const fromBodyError = (
     reason: "Reset",
     status: error.response.status,
     detail: scrub(`body interrupted: ${errorText(error.cause)}`)
-  })
+  }, built)
 }
 
 /**

@@ -274,11 +274,16 @@ export const watched = <A, E, R>(
     })
   })
 
+// Built from literals and strings this module computes, so not validated again by the Schema class
+// (`disableValidation`): a validated construction costs about 0.1 ms, on the path from a fault to its replay
+// (docs/performance.md, fixes 12 and 18).
+const built = { disableValidation: true } as const
+
 const idleFailure = (duration: Duration.Duration) =>
   new TransportError.TransportError({
     reason: "Timeout",
     detail: `no progress for ${Duration.format(duration)}`
-  })
+  }, built)
 
 /**
  * Fails with `TransportError{reason: "Timeout"}` when no element arrives within `duration` of being asked for
@@ -343,7 +348,7 @@ export const prematureEof = (protocol: string): TransportError.TransportError =>
   new TransportError.TransportError({
     reason: "PrematureEof",
     detail: `the ${protocol} stream ended without its terminal event`
-  })
+  }, built)
 
 /**
  * Decodes and steps the events of one read, in order, until the machine is done, appending their outputs to
