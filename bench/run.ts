@@ -41,27 +41,15 @@ const settings = quick
     fleet: { workers: [8, 32], replies: 600 }
   }
 
-type Reach = "yes" | "parser" | "schema" | "effect"
-
-/** Which floor already misses the target: the mandated SSE parser alone, or with per-event Schema validation. */
-const reach = (parserFloorMeets: boolean, schemaFloorMeets: boolean): Reach =>
-  !parserFloorMeets ? "parser" : !schemaFloorMeets ? "schema" : "yes"
+type Reach = "yes" | "effect"
 
 /**
- * A missed target is "out of reach" when a floor measured in the same run misses it too: no change to the rest of
- * reprise can meet it while the pipeline keeps that parser (DESIGN §3), or that parser and Schema per event (STYLE),
- * or, for figures 3 and 4, the Effect parts every provider is built on (DESIGN §3: `HttpClient` over undici).
+ * A missed target is out of reach when the Effect floor of figures 3 and 4, measured in the same run, misses it too:
+ * no change inside reprise can meet it while its providers keep the parts DESIGN §3 builds them on (`HttpClient`
+ * over undici, the body as a `Stream`).
  */
 const verdict = (ok: boolean, reachable: Reach) =>
-  ok
-    ? "met"
-    : reachable === "parser"
-    ? "MISSED; parser floor misses too"
-    : reachable === "schema"
-    ? "MISSED; parser+Schema floor misses too"
-    : reachable === "effect"
-    ? "MISSED; Effect floor misses too"
-    : "MISSED"
+  ok ? "met" : reachable === "effect" ? "MISSED; Effect floor misses too" : "MISSED"
 
 /**
  * A target of figures 3 and 4 with the value of the Effect floor (`support/effectClient.ts`: the plain loop on
@@ -91,7 +79,9 @@ const ratioTarget = (
   target,
   ...ratios,
   met: meets(ratios.value),
-  reachable: reach(meets(ratios.ceiling), meets(ratios.schemaCeiling))
+  // the SSE parser DESIGN §3 used to mandate, and it with Schema per event: reprise has used neither since fixes 7
+  // and 11 of docs/performance.md and measures above both, so their ceilings are shown for the record and bound nothing
+  reachable: "yes" as const
 })
 
 const main = async () => {

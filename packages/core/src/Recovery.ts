@@ -152,7 +152,7 @@ const waitFrom = (delay: Duration.Duration, since: bigint): Effect.Effect<void> 
 
 /**
  * Provides an attempt's `Budget` and `Resumption` in one context: each provided service is a region of its own on the
- * fiber's stack, held for as long as the reply waits on its stream (about 2 KB each; docs/performance.md, fix 18).
+ * fiber's stack, held for as long as the reply waits on its stream (about 2 KB each; docs/performance.md, fix 19).
  */
 const provideAttempt = <A, E, R>(
   self: Effect.Effect<A, E, R>,
@@ -311,7 +311,7 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
   Effect.flatMap(Budget.enclosingOrNew, (allowance) =>
     // the reply's span and its Budget in one context (as `Effect.withSpan` over `Budget.scoped`, with one region on
-    // the fiber's stack instead of two; docs/performance.md, fix 18)
+    // the fiber's stack instead of two; docs/performance.md, fix 19)
     Effect.useSpan(
       Telemetry.SpanName.reply,
       { attributes: options.spanAttributes ?? {}, captureStackTrace: false },
@@ -327,7 +327,7 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         >
     ))
 
-/** The body of {@link runWith}: one reply's attempts, with `allowance` (provided to it as the `Budget`). */
+/** The body of {@link runWith}: one reply's attempts, within `allowance` (which `runWith` provides as the `Budget`). */
 const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
   generation: Stream.Stream<Generation.GenerationEvent, E, R>,
   options: Options<RH>,
@@ -338,7 +338,7 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
     const replay = yield* FiberRef.get(currentReplay)
     const policy = yield* Policy.PolicySettings
     // The backoff's schedule and its state, made at the first failure: most replies never need them, and a paused
-    // reply would hold them (docs/performance.md, fix 18).
+    // reply would hold them (docs/performance.md, fix 19).
     let planner: Policy.Planner | undefined
     // Looked up once per reply, not once per event.
     const notifications = yield* RecoveryNotifications.RecoveryNotifications
