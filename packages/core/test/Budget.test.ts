@@ -54,6 +54,20 @@ describe("Budget", () => {
       assert.strictEqual(fresh.settings.maxAttempts, 11)
     }))
 
+  it.effect("enclosingOrNew is the enclosing scope's allowance, or a new one from the settings outside any", () =>
+    Effect.gen(function*() {
+      const [outer, inner] = yield* Budget.scoped(
+        Effect.zip(Budget.Budget, Budget.enclosingOrNew)
+      ).pipe(Effect.provide(Budget.layer({ maxAttempts: 3, deadline: Duration.seconds(30) })))
+      assert.strictEqual(inner, outer)
+      const first = yield* Budget.enclosingOrNew
+      const second = yield* Budget.enclosingOrNew
+      assert.notStrictEqual(first, second)
+      assert.strictEqual(first.settings.maxAttempts, 11)
+      assert.strictEqual(yield* first.reserve, 1)
+      assert.strictEqual(yield* second.used, 0)
+    }))
+
   it.effect("defaults are 11 attempts and 600 s", () =>
     Effect.gen(function*() {
       const budget = yield* Budget.scoped(Budget.Budget)
