@@ -16,8 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
-
-type Json = Record<string, any>
+import { chatReply } from "./plain.js"
 
 /** One Chat Completions reply's text; fails on a non-200 status, an in-band error, a cut body or a missing terminal. */
 export const chat = (
@@ -37,19 +36,8 @@ export const chat = (
           if (response.status !== 200) {
             return Effect.zipRight(response.text, Effect.fail(new Error(`status ${response.status}`)))
           }
-          const parts: Array<string> = []
-          let finished = false
-          const parser = createParser({
-            onEvent(event) {
-              if (event.data === "[DONE]") return
-              const payload = JSON.parse(event.data) as Json
-              if (payload.error != null && typeof payload.error === "object") throw new Error("in-band error")
-              const choice = payload.choices?.[0]
-              const text = choice?.delta?.content
-              if (typeof text === "string") parts.push(text)
-              if (choice?.finish_reason != null) finished = true
-            }
-          })
+          const { finished, onEvent, text } = chatReply()
+          const parser = createParser({ onEvent })
           const decoder = new TextDecoder()
           return response.stream.pipe(
             Stream.runForEachChunk((chunks) =>
@@ -57,7 +45,7 @@ export const chat = (
                 for (const chunk of chunks) parser.feed(decoder.decode(chunk, { stream: true }))
               })
             ),
-            Effect.flatMap(() => finished ? Effect.succeed(parts.join("")) : Effect.fail(new Error("premature EOF")))
+            Effect.flatMap(() => finished() ? Effect.succeed(text()) : Effect.fail(new Error("premature EOF")))
           )
         }
       )

@@ -12,6 +12,27 @@ import { feedLines } from "./lineFeed.js"
 type Json = Record<string, any>
 
 /**
+ * What the plain client does with each event of a Chat Completions reply (shared with the Effect floor of
+ * `effectClient.ts`): `JSON.parse`, an in-band error thrown, the text kept, the terminal noted; with `check`, each
+ * payload validated too.
+ */
+export const chatReply = (check?: (payload: unknown) => { readonly _tag: "Left" | "Right" }) => {
+  const parts: Array<string> = []
+  let finished = false
+  const onEvent = (event: { readonly data: string }) => {
+    if (event.data === "[DONE]") return
+    const payload = JSON.parse(event.data) as Json
+    if (check !== undefined && check(payload)._tag === "Left") throw new Error("undecodable event")
+    if (payload.error != null && typeof payload.error === "object") throw new Error("in-band error")
+    const choice = payload.choices?.[0]
+    const text = choice?.delta?.content
+    if (typeof text === "string") parts.push(text)
+    if (choice?.finish_reason != null) finished = true
+  }
+  return { onEvent, finished: () => finished, text: () => parts.join("") }
+}
+
+/**
  * Streams one Chat Completions reply and returns its text; throws on a failed or premature stream. With
  * `parser: "effect"`, the body goes through the SSE parser DESIGN §3 mandates (`@effect/experimental/Sse`, fed line by
  * line as reprise feeds it) instead of `eventsource-parser`, and with `validate`, each payload is also checked with
@@ -36,18 +57,7 @@ export const chat = async (
     await response.body.dump()
     throw new Error(`status ${response.statusCode}`)
   }
-  const parts: Array<string> = []
-  let finished = false
-  const onEvent = (event: { readonly data: string }) => {
-    if (event.data === "[DONE]") return
-    const payload = JSON.parse(event.data) as Json
-    if (check !== undefined && check(payload)._tag === "Left") throw new Error("undecodable event")
-    if (payload.error != null && typeof payload.error === "object") throw new Error("in-band error")
-    const choice = payload.choices?.[0]
-    const text = choice?.delta?.content
-    if (typeof text === "string") parts.push(text)
-    if (choice?.finish_reason != null) finished = true
-  }
+  const { finished, onEvent, text } = chatReply(check)
   const decoder = new TextDecoder()
   if (options.parser === "effect") {
     const parser = Sse.makeParser((event) => {
@@ -58,8 +68,8 @@ export const chat = async (
     const parser = createParser({ onEvent })
     for await (const chunk of response.body) parser.feed(decoder.decode(chunk as Uint8Array, { stream: true }))
   }
-  if (!finished) throw new Error("premature EOF")
-  return parts.join("")
+  if (!finished()) throw new Error("premature EOF")
+  return text()
 }
 
 /** `chat` with a hand-written retry loop: up to `attempts` tries, `backoffMs` between them. */
