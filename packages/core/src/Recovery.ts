@@ -145,9 +145,13 @@ type Outcome =
  * wait starts").
  */
 const waitFrom = (delay: Duration.Duration, since: bigint): Effect.Effect<void> =>
-  Effect.flatMap(Clock.currentTimeNanos, (now) => {
+  Effect.flatMap(leftOf(delay, since), (left) => Duration.isZero(left) ? Effect.void : Effect.sleep(left))
+
+/** What is left now of `delay` counted from `since` (`Clock`, nanoseconds); zero once it is over. */
+const leftOf = (delay: Duration.Duration, since: bigint): Effect.Effect<Duration.Duration> =>
+  Effect.map(Clock.currentTimeNanos, (now) => {
     const left = Duration.unsafeToNanos(delay) - (now - since)
-    return left > 0n ? Effect.sleep(Duration.nanos(left)) : Effect.void
+    return left > 0n ? Duration.nanos(left) : Duration.zero
   })
 
 /**
@@ -411,6 +415,16 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         return Option.none()
       })
 
+    // A Retry-After pauses the fleet until it is over counted from the failure, as this reply's own wait is, so the
+    // pause ends with that wait (counted from the moment it is told, it would outlast it by recovery's bookkeeping).
+    const pushback = (error: AttemptError, failedAt: bigint): Effect.Effect<void> =>
+      TransportError.isTransportError(error) && error.retryAfter !== undefined
+        ? Effect.flatMap(
+          leftOf(error.retryAfter, failedAt),
+          (delay) => fleet.pushback(error.status === undefined ? { delay } : { delay, status: error.status })
+        )
+        : Effect.void
+
     // The fleet's checks for a resend inside an attempt (a capability fallback): a replay for the fleet.
     const resend: Effect.Effect<void, Budget.BudgetExhausted> = Effect.gen(function*() {
       const withdrawal = yield* fleet.withdraw
@@ -583,11 +597,7 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
             ),
             { _tag: "Stop", error, stop } as Decision
           )
-        if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
-          yield* fleet.pushback(
-            error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
-          )
-        }
+        yield* pushback(error, failedAt)
         yield* Effect.annotateCurrentSpan({
           ...Telemetry.failureAttributes(error),
           [A.retryable]: verdict._tag === "Retryable"
@@ -693,11 +703,7 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       }
       if (HookError.isHookError(error)) return stop(surface(error))
       // Server pushback concerns every process on the key, whatever becomes of this failure.
-      if (TransportError.isTransportError(error) && error.retryAfter !== undefined) {
-        yield* fleet.pushback(
-          error.status === undefined ? { delay: error.retryAfter } : { delay: error.retryAfter, status: error.status }
-        )
-      }
+      yield* pushback(error, failedAt)
 
       const verdict = Classification.classify(error)
       yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")

@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer, Option, Ref, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Layer, Option, Ref, Stream, TestClock } from "effect"
 import * as FleetLimits from "../src/FleetLimits.js"
 import * as Policy from "../src/Policy.js"
 import * as Recovery from "../src/Recovery.js"
 import type * as RecoveryExhausted from "../src/RecoveryExhausted.js"
-import type * as RecoveryNotifications from "../src/RecoveryNotifications.js"
+import * as RecoveryNotifications from "../src/RecoveryNotifications.js"
 import { recorder } from "./utils/notifications.js"
 import { reset, scripted, status } from "./utils/scripted.js"
 
@@ -40,6 +40,33 @@ const fake = (answers: {
   })
 
 describe("FleetLimits in the recovery loop", () => {
+  it.effect("a Retry-After pauses the fleet until it is over counted from the failure, as the reply's own wait is", () =>
+    Effect.gen(function*() {
+      const fleet = yield* fake({})
+      // a listener that takes 300 ms of the server's 3 s before the pushback is told
+      const slow = RecoveryNotifications.layerCallback((n) =>
+        n._tag === "AttemptDiscarded" ? Effect.sleep(Duration.millis(300)) : Effect.void
+      )
+      const started: Array<number> = []
+      const { generation } = yield* scripted([
+        { text: ["x"], end: status(429, "3 seconds"), takes: "1 second" },
+        { text: ["ok"], end: "finish" }
+      ])
+      const timed = Stream.concat(
+        Stream.fromEffect(Effect.map(Clock.currentTimeMillis, (now) => void started.push(now))).pipe(Stream.drain),
+        generation
+      )
+      const fiber = yield* Effect.fork(
+        Recovery.run(timed).pipe(Effect.provide(Layer.mergeAll(noJitter, slow, fleet.layer)))
+      )
+      yield* TestClock.adjust(Duration.seconds(10))
+      const reply = yield* Fiber.join(fiber)
+      assert.strictEqual(reply.text, "ok")
+      // failed at 1 s; told at 1.3 s for the 2.7 s left of the 3 s; the replay sent at 4 s
+      assert.isTrue((yield* fleet.log).includes("pushback 2700 429"))
+      assert.deepStrictEqual(started, [0, 4000])
+    }))
+
   it.effect("deposit before the first attempt, pushback on Retry-After, withdraw before each backoff, paused after", () =>
     Effect.gen(function*() {
       const fleet = yield* fake({})

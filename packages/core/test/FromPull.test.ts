@@ -21,7 +21,12 @@ const finish = Generation.Finish({ reason: "stop", providerReason: "stop" })
  */
 const pulled = (
   attempts: ReadonlyArray<
-    { readonly chunks: ReadonlyArray<ReadonlyArray<Generation.GenerationEvent>>; readonly fail?: boolean }
+    {
+      readonly chunks: ReadonlyArray<ReadonlyArray<Generation.GenerationEvent>>
+      readonly fail?: boolean
+      /** How long the failing read takes before it fails. */
+      readonly failAfter?: Duration.Duration
+    }
   >,
   closing: Duration.Duration = Duration.zero
 ) => {
@@ -41,7 +46,10 @@ const pulled = (
     const pull: Provider.Pull<TransportError.TransportError | Budget.BudgetExhausted> = Effect.suspend(() => {
       if (next < attempt.chunks.length) return Effect.succeed(Chunk.fromIterable(attempt.chunks[next++]))
       return attempt.fail === true
-        ? Effect.fail(Option.some(new TransportError.TransportError({ reason: "Reset", detail: "cut" })))
+        ? Effect.zipRight(
+          Effect.sleep(attempt.failAfter ?? Duration.zero),
+          Effect.fail(Option.some(new TransportError.TransportError({ reason: "Reset", detail: "cut" })))
+        )
         : Effect.fail(Option.none())
     })
     return pull
@@ -89,11 +97,12 @@ describe("Provider.fromPull", () => {
   it.effect("the backoff runs from the pull's failure: closing the attempt's scope is inside it, not added to it", () =>
     Effect.gen(function*() {
       const viaPull = pulled([
-        { chunks: [[Generation.TextDelta({ text: "cut" })]], fail: true },
+        { chunks: [[Generation.TextDelta({ text: "cut" })]], fail: true, failAfter: Duration.millis(500) },
         { chunks: [[Generation.TextDelta({ text: "whole" }), finish]] }
       ], Duration.millis(300))
       const fiber = yield* Effect.fork(Recovery.run(viaPull.stream).pipe(Effect.provide(backoff)))
-      yield* TestClock.adjust("300 millis")
+      // the read fails at 500 ms; the close takes until 800 ms
+      yield* TestClock.adjust("800 millis")
       assert.deepStrictEqual(viaPull.log, ["open 1", "close 1"])
       yield* TestClock.adjust("699 millis")
       assert.strictEqual(viaPull.opened(), 1)
@@ -102,8 +111,8 @@ describe("Provider.fromPull", () => {
       yield* TestClock.adjust("300 millis")
       const reply = yield* Fiber.join(fiber)
       assert.strictEqual(reply.text, "whole")
-      // the second send 1 s after the failure, not 1 s after the 300 ms the first attempt's close took
-      assert.deepStrictEqual(viaPull.openedAt, [0, 1000])
+      // the second send 1 s after the failure (not after the send, nor after the 300 ms the close took)
+      assert.deepStrictEqual(viaPull.openedAt, [0, 1500])
     }))
 
   it.effect("a stream built on one is read as that stream, not by the pull underneath", () =>

@@ -137,17 +137,21 @@ describe("Recovery", () => {
                 return Effect.void
             }
           })
-          const { generation } = yield* scripted([{ text: ["x"], end: status(503) }, { text: ["y"], end: "finish" }])
+          const { generation } = yield* scripted([
+            { text: ["x"], end: status(503), takes: Duration.seconds(2) },
+            { text: ["y"], end: "finish" }
+          ])
           const exit = yield* runToEnd(Recovery.run(generation).pipe(Effect.provide(Layer.merge(noJitter, listener))))
           assert.isTrue(Exit.isSuccess(exit))
           // the policy's wait is told unchanged
           assert.deepStrictEqual(delays, [1000])
           return started.map((at) => at - started[0])
         })
-      // the listener's 300 ms are inside the 1 s: the second send is 1 s after the failure, not 1.3 s
-      assert.deepStrictEqual(yield* startedAt(Duration.millis(300)), [0, 1000])
+      // the first attempt fails after 2 s; the listener's 300 ms are inside the 1 s that follow: the second send is
+      // 1 s after the failure (not after the first send, nor 1.3 s after the failure)
+      assert.deepStrictEqual(yield* startedAt(Duration.millis(300)), [0, 3000])
       // a listener that outlasts the wait: nothing is left to wait, and the replay is sent at once
-      assert.deepStrictEqual(yield* startedAt(Duration.seconds(5)), [0, 5000])
+      assert.deepStrictEqual(yield* startedAt(Duration.seconds(5)), [0, 7000])
     }))
 
   it.effect("Retry-After lengthens the wait and is not capped, but never shortens it", () =>
