@@ -787,8 +787,8 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           }
           case "Resume":
             pending = decision.pending
-            // a poll after a refusal has nothing to wait out
-            if (Duration.greaterThan(decision.delay, Duration.zero)) yield* waitFrom(decision.delay, decision.failedAt)
+            // a poll after a refusal has nothing to wait out (a zero delay: `waitFrom` begins no sleep)
+            yield* waitFrom(decision.delay, decision.failedAt)
             break
         }
       }
