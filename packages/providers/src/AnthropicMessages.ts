@@ -36,6 +36,7 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
+import * as Events from "./internal/events.js"
 import * as Failure from "./internal/failure.js"
 import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
@@ -149,8 +150,6 @@ const blockGuard = (input: unknown): typeof Block.Type | undefined => {
   return out
 }
 
-const deltaKeys = ["text", "thinking", "signature", "partial_json"] as const
-
 type Event = typeof MessagesEventStruct.Type
 
 const messageGuard = (input: unknown): Event["message"] | undefined => {
@@ -202,12 +201,13 @@ const eventGuard = (input: unknown): Event | undefined => {
     if (!Predicate.isRecord(delta)) return undefined
     const { stop_reason, type: deltaType } = delta
     if (!isNullableString(deltaType) || !isNullableString(stop_reason)) return undefined
+    const { partial_json, signature, text, thinking } = delta
     const d: Types.Mutable<NonNullable<Event["delta"]>> = {}
     if (deltaType !== undefined) d.type = deltaType
-    for (const key of deltaKeys) {
-      const value = delta[key]
-      if (value !== undefined) d[key] = value
-    }
+    if (text !== undefined) d.text = text
+    if (thinking !== undefined) d.thinking = thinking
+    if (signature !== undefined) d.signature = signature
+    if (partial_json !== undefined) d.partial_json = partial_json
     if (stop_reason !== undefined) d.stop_reason = stop_reason
     out.delta = d
   }
@@ -413,10 +413,11 @@ interface ToolBlock {
 
 const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeEvent = SseInternal.jsonDecoder(MessagesEvent, settings)
-  const decode: SseInternal.Decode<MessagesEvent> = (event: SseInternal.Event) =>
-    event.event === "ping"
-      ? Either.right(Option.none())
-      : Either.map(decodeEvent(event), (e) => e.type === "ping" ? Option.none() : Option.some(e))
+  const decode: SseInternal.Decode<MessagesEvent> = (event: SseInternal.Event) => {
+    if (event.event === "ping") return SseInternal.skip
+    const decoded = decodeEvent(event)
+    return decoded instanceof SseInternal.Failed || decoded.type !== "ping" ? decoded : SseInternal.skip
+  }
 
   const tools = new Map<number, ToolBlock>()
   const thinking = new Map<number, ThinkingBlock>()
@@ -519,10 +520,10 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   }
 
   const step = (
-    event: MessagesEvent
-  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    if (done) return Either.right([])
-    const out: Array<Generation.GenerationEvent> = []
+    event: MessagesEvent,
+    out: Array<Generation.GenerationEvent>
+  ): ProviderFailure.ProviderFailure | undefined => {
+    if (done) return undefined
     switch (event.type) {
       case "message_start": {
         const message = event.message
@@ -533,7 +534,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         for (const block of message.content ?? []) {
           const tool = startBlock(undefined, block, out)
           const closed = tool === undefined ? undefined : close(tool)
-          if (closed !== undefined && Either.isLeft(closed)) return Either.left(closed.left)
+          if (closed !== undefined && Either.isLeft(closed)) return closed.left
           if (closed !== undefined) Option.map(closed.right, (e) => out.push(e))
         }
         break
@@ -549,11 +550,11 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         if (delta === undefined || delta === null) break
         if (delta.type === "text_delta") {
           const text = str(delta.text)
-          if (text !== undefined && text.length > 0) out.push(Generation.TextDelta({ text }))
+          if (text !== undefined && text.length > 0) out.push(Events.textDelta(text))
         } else if (delta.type === "thinking_delta") {
           const text = str(delta.thinking)
           if (text !== undefined && text.length > 0) {
-            out.push(Generation.ReasoningDelta({ text }))
+            out.push(Events.reasoningDelta(text))
             const block = event.index === undefined || event.index === null ? undefined : thinking.get(event.index)
             if (block !== undefined && !block.redacted) block.text += text
           }
@@ -568,7 +569,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
             tool.json += json
             tool.deltas++
             out.push(
-              Generation.ToolCallDelta({ index: tool.ordinal, id: tool.id, name: tool.name, argumentsDelta: json })
+              Events.toolCallDelta(tool.ordinal, tool.id, tool.name, json)
             )
           }
         }
@@ -584,7 +585,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         const tool = event.index === undefined || event.index === null ? undefined : tools.get(event.index)
         if (tool === undefined || tool.closed) break
         const closed = close(tool)
-        if (Either.isLeft(closed)) return Either.left(closed.left)
+        if (Either.isLeft(closed)) return closed.left
         Option.map(closed.right, (e) => out.push(e))
         break
       }
@@ -600,10 +601,10 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         for (const tool of [...tools.values()].sort((a, b) => a.ordinal - b.ordinal)) {
           if (tool.closed) continue
           const closed = close(tool)
-          if (Either.isLeft(closed)) return Either.left(closed.left)
+          if (Either.isLeft(closed)) return closed.left
           Option.map(closed.right, (e) => out.push(e))
         }
-        if (truncated !== undefined) return Either.left(truncated)
+        if (truncated !== undefined) return truncated
         done = true
         const usage = inputTokens !== undefined || outputTokens !== undefined
           ? { inputTokens: inputTokens ?? 0, outputTokens: outputTokens ?? 0 }
@@ -618,16 +619,16 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         break
       }
       case "error": {
-        return Either.left(Failure.inBandError(settings, {
+        return Failure.inBandError(settings, {
           type: event.error?.type,
           detail: event.error?.message ?? undefined,
           requestId: context.requestId
-        }))
+        })
       }
       default:
         break
     }
-    return Either.right(out)
+    return undefined
   }
 
   const machine: SseInternal.Machine<MessagesEvent> = {

@@ -35,6 +35,7 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import type * as Types from "effect/Types"
+import * as Events from "./internal/events.js"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
@@ -331,23 +332,24 @@ interface PendingCall {
   arguments: string
 }
 
-type ChatEvent = { readonly _tag: "Chunk"; readonly chunk: ChatChunk } | { readonly _tag: "Done" }
+// `data: [DONE]`; every other event is a chunk, passed to the machine as it is
+const doneEvent = { _tag: "Done" } as const
+
+type ChatEvent = ChatChunk | typeof doneEvent
 
 const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeChunk = SseInternal.jsonDecoder(ChatChunk, settings)
   const decode: SseInternal.Decode<ChatEvent> = (event: SseInternal.Event) =>
-    event.data.trim() === "[DONE]"
-      ? Either.right(Option.some<ChatEvent>({ _tag: "Done" }))
-      : Either.map(decodeChunk(event), (chunk) => Option.some<ChatEvent>({ _tag: "Chunk", chunk }))
+    event.data.trim() === "[DONE]" ? doneEvent : decodeChunk(event)
 
   const calls = new Map<number, PendingCall>()
   let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
   let usage: Generation.Usage | undefined
   let done = false
 
-  const terminal = (): Array<Generation.GenerationEvent> => {
+  const terminal = (): Generation.GenerationEvent => {
     done = true
-    return [Generation.Finish(finish!)]
+    return Generation.Finish(finish!)
   }
 
   const completeCalls = (): Either.Either<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
@@ -364,29 +366,34 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   }
 
   const step = (
-    event: ChatEvent
-  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    if (done) return Either.right([])
-    if (event._tag === "Done") {
-      return finish !== undefined ? Either.right(terminal()) : Either.left(SseInternal.prematureEof(protocol))
+    event: ChatEvent,
+    out: Array<Generation.GenerationEvent>
+  ): ProviderFailure.ProviderFailure | undefined => {
+    if (done) return undefined
+    if ("_tag" in event) {
+      if (finish === undefined) return SseInternal.prematureEof(protocol)
+      out.push(terminal())
+      return undefined
     }
-    const { chunk } = event
+    const chunk = event
     if (chunk.error !== undefined && chunk.error !== null) {
-      if (finish !== undefined) return Either.right(terminal())
+      if (finish !== undefined) {
+        out.push(terminal())
+        return undefined
+      }
       const code = chunk.error.code
-      return Either.left(Failure.inBandError(settings, {
+      return Failure.inBandError(settings, {
         code: code === undefined || code === null ? undefined : String(code),
         type: chunk.error.type,
         detail: chunk.error.message ?? undefined,
         requestId: context.requestId
-      }))
+      })
     }
-    const out: Array<Generation.GenerationEvent> = []
     if (chunk.usage !== undefined && chunk.usage !== null) {
       usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 }
       out.push(Generation.UsageEvent({ usage }))
     }
-    if (finish !== undefined) return Either.right(out)
+    if (finish !== undefined) return undefined
     let finishedNow: string | undefined
     for (const choice of chunk.choices ?? []) {
       // reprise asks for one choice; a server that sends more is read for its first one only
@@ -395,10 +402,10 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       if (delta !== undefined && delta !== null) {
         const reasoning = delta.reasoning_content ?? delta.reasoning
         if (reasoning !== undefined && reasoning !== null && reasoning.length > 0) {
-          out.push(Generation.ReasoningDelta({ text: reasoning }))
+          out.push(Events.reasoningDelta(reasoning))
         }
         if (delta.content !== undefined && delta.content !== null && delta.content.length > 0) {
-          out.push(Generation.TextDelta({ text: delta.content }))
+          out.push(Events.textDelta(delta.content))
         }
         for (const part of delta.tool_calls ?? []) {
           const index = part.index ?? 0
@@ -412,17 +419,17 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
           if (name !== undefined && name !== null && name.length > 0) call.name = name
           const argumentsDelta = part.function?.arguments ?? ""
           call.arguments += argumentsDelta
-          out.push(Generation.ToolCallDelta({ index, id: call.id, name: call.name, argumentsDelta }))
+          out.push(Events.toolCallDelta(index, call.id, call.name, argumentsDelta))
         }
       }
       if (choice.finish_reason !== undefined && choice.finish_reason !== null) finishedNow = choice.finish_reason
     }
-    if (finishedNow === undefined) return Either.right(out)
-    const providerReason = finishedNow
-    return Either.map(completeCalls(), (complete) => {
-      finish = { reason: finishReason(providerReason), providerReason }
-      return [...out, ...complete]
-    })
+    if (finishedNow === undefined) return undefined
+    const complete = completeCalls()
+    if (Either.isLeft(complete)) return complete.left
+    for (const call of complete.right) out.push(call)
+    finish = { reason: finishReason(finishedNow), providerReason: finishedNow }
+    return undefined
   }
 
   const machine: SseInternal.Machine<ChatEvent> = {
@@ -430,7 +437,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
     done: () => done,
     end: (failure) =>
       finish !== undefined
-        ? Effect.succeed(terminal())
+        ? Effect.succeed([terminal()])
         : Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
   }
   return { decode, machine }

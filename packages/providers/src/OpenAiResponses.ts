@@ -53,6 +53,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Types from "effect/Types"
 import * as Background from "./internal/background.js"
+import * as Events from "./internal/events.js"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
 import * as Internal from "./internal/provider.js"
@@ -539,13 +540,11 @@ const fallbacks: Fallback.Fallbacks = { max_output_tokens: Fallback.without("max
 // ---------------------------------------------------------------------------------------------------------------
 // the state machine
 
-type Event =
-  | { readonly _tag: "Event"; readonly event: ReadEvent }
-  | { readonly _tag: "Other" }
-  | { readonly _tag: "Done" }
+// What the machine reads: an event it reads, passed as it is, `[DONE]`, or any other event (one marker for all)
+const done = { _tag: "Done" } as const
+const other = { _tag: "Other" } as const
 
-const done: Event = { _tag: "Done" }
-const other: Event = { _tag: "Other" }
+type Event = ReadEvent | typeof done | typeof other
 
 interface StreamedCall {
   readonly outputIndex: number
@@ -653,22 +652,15 @@ const decoder = (
   const decodeEvent = SseInternal.jsonDecoder(ResponsesEvent, settings)
   // A `keepalive` event (sent during long server-side work) is not progress, like an SSE comment or a `ping`.
   const decode: SseInternal.Decode<Event> = (event: SseInternal.Event) => {
-    if (event.data.trim() === "[DONE]") return Either.right(Option.some(done))
-    const decoded = decodeEvent(event)
-    if (decoded._tag === "Left") return Either.left(decoded.left)
-    const e = decoded.right
+    if (event.data.trim() === "[DONE]") return done
+    const e = decodeEvent(event)
+    if (e instanceof SseInternal.Failed) return e
     if (track !== undefined) {
       const followed = follow(protocol, track, e, settings.scrub)
-      if (followed === "duplicate") return Either.right(Option.none())
-      if (followed !== undefined) return Either.left(followed)
+      if (followed === "duplicate") return SseInternal.skip
+      if (followed !== undefined) return new SseInternal.Failed(followed)
     }
-    return Either.right(
-      isRead(e)
-        ? Option.some<Event>({ _tag: "Event", event: e })
-        : e.type === "keepalive"
-        ? Option.none()
-        : Option.some(other)
-    )
+    return isRead(e) ? e : e.type === "keepalive" ? SseInternal.skip : other
   }
 
   const calls = new Map<string, StreamedCall>()
@@ -762,43 +754,47 @@ const decoder = (
     })
 
   const step = (
-    input: Event
-  ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    if (finished || input._tag === "Other") return Either.right([])
-    if (input._tag === "Done") {
-      if (!doneIsTerminal) return Either.left(SseInternal.prematureEof(protocol))
-      return Either.map(completeCalls(streamedItems()), (complete) => {
-        finished = true
-        return [...complete, ...Internal.finishEvents(undefined, complete.length > 0 ? "tool_calls" : "stop", "[DONE]")]
-      })
+    event: Event,
+    out: Array<Generation.GenerationEvent>
+  ): ProviderFailure.ProviderFailure | undefined => {
+    if (finished) return undefined
+    if ("_tag" in event) {
+      if (event._tag === "Other") return undefined
+      if (!doneIsTerminal) return SseInternal.prematureEof(protocol)
+      const complete = completeCalls(streamedItems())
+      if (Either.isLeft(complete)) return complete.left
+      finished = true
+      for (const call of complete.right) out.push(call)
+      out.push(...Internal.finishEvents(undefined, complete.right.length > 0 ? "tool_calls" : "stop", "[DONE]"))
+      return undefined
     }
-    const event = input.event
     switch (event.type) {
       case "response.output_text.delta": {
         const text = event.delta
-        if (text === undefined || text === null || text.length === 0) return Either.right([])
+        if (text === undefined || text === null || text.length === 0) return undefined
         if (track !== undefined) track.text += text
-        return Either.right([Generation.TextDelta({ text })])
+        out.push(Events.textDelta(text))
+        return undefined
       }
       case "response.reasoning_summary_text.delta":
       case "response.reasoning_text.delta": {
         const text = event.delta
-        if (text === undefined || text === null || text.length === 0) return Either.right([])
+        if (text === undefined || text === null || text.length === 0) return undefined
         if (track !== undefined) {
           if (event.type === "response.reasoning_summary_text.delta") track.reasoning += text
           else track.rawReasoning = true
         }
-        return Either.right([Generation.ReasoningDelta({ text })])
+        out.push(Events.reasoningDelta(text))
+        return undefined
       }
       case "response.output_item.added":
       case "response.output_item.done": {
         const item = event.item
         if (item !== undefined && item !== null && isReasoning(item) && event.type === "response.output_item.done") {
-          const out: Array<Generation.GenerationEvent> = []
           reasoningComplete(item, out)
-          return Either.right(out)
+          return undefined
         }
-        if (item === undefined || item === null || !isFunctionCall(item)) return Either.right([])
+        if (item === undefined || item === null || !isFunctionCall(item)) return undefined
         const itemId = item.id ?? `item_${event.output_index ?? 0}`
         let call = calls.get(itemId)
         const isNew = call === undefined
@@ -818,40 +814,45 @@ const decoder = (
         const args = item.arguments ?? undefined
         if (event.type === "response.output_item.done" && args !== undefined) call.arguments = args
         else if (isNew && args !== undefined) call.arguments = args
-        return Either.right(
-          isNew
-            ? [Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: "" })]
-            : []
-        )
+        if (isNew) {
+          out.push(
+            Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: "" })
+          )
+        }
+        return undefined
       }
       case "response.function_call_arguments.delta": {
         const call = calls.get(event.item_id ?? "")
         const delta = event.delta ?? ""
-        if (call === undefined) return Either.right([])
+        if (call === undefined) return undefined
         call.arguments += delta
-        return Either.right([
-          Generation.ToolCallDelta({ index: call.ordinal, id: call.callId, name: call.name, argumentsDelta: delta })
-        ])
+        out.push(
+          Events.toolCallDelta(call.ordinal, call.callId, call.name, delta)
+        )
+        return undefined
       }
       case "response.function_call_arguments.done": {
         const call = calls.get(event.item_id ?? "")
         const args = event.arguments
         if (call !== undefined && args !== undefined && args !== null) call.arguments = args
-        return Either.right([])
+        return undefined
       }
       case "response.completed":
       case "response.done":
       case "response.incomplete": {
         const status = event.type === "response.incomplete" ? "incomplete" : event.response?.status ?? "completed"
         if (status === "failed") {
-          return Either.left(inBand(settings, context.requestId, event.response?.error, {}))
+          return inBand(settings, context.requestId, event.response?.error, {})
         }
-        return terminal(event.response, status === "incomplete" ? "incomplete" : status)
+        const events = terminal(event.response, status === "incomplete" ? "incomplete" : status)
+        if (Either.isLeft(events)) return events.left
+        for (const e of events.right) out.push(e)
+        return undefined
       }
       case "response.failed":
-        return Either.left(inBand(settings, context.requestId, event.response?.error, {}))
+        return inBand(settings, context.requestId, event.response?.error, {})
       case "error":
-        return Either.left(inBand(settings, context.requestId, event.error, event))
+        return inBand(settings, context.requestId, event.error, event)
     }
   }
 
@@ -859,13 +860,13 @@ const decoder = (
     // A terminal or `response.failed` the machine fails on (a failed status, calls that cannot be completed) is the
     // response's end on the server; an `error` event ends the stream, not always the response; `[DONE]` before the
     // terminal is a premature EOF like any other.
-    step: track === undefined ? step : (input) => {
-      const stepped = step(input)
-      if (stepped._tag === "Left" && input._tag === "Event") {
-        if (input.event.type === "error") track.erred = true
+    step: track === undefined ? step : (event, out) => {
+      const failure = step(event, out)
+      if (failure !== undefined && !("_tag" in event)) {
+        if (event.type === "error") track.erred = true
         else track.settled = true
       }
-      return stepped
+      return failure
     },
     done: () => finished,
     end: (failure) => Effect.fail(Option.getOrElse(failure, () => SseInternal.prematureEof(protocol)))
@@ -1057,9 +1058,8 @@ const backgroundStream = (
         while (true) {
           const body = yield* Background.poll(client, settings, id, debit)
           debit = false
-          const decoded = decodePolled({ event: "response object", id: undefined, data: body })
-          if (Either.isLeft(decoded)) return yield* Effect.fail(decoded.left)
-          const response = decoded.right
+          const response = decodePolled({ event: "response object", id: undefined, data: body })
+          if (response instanceof SseInternal.Failed) return yield* Effect.fail(response.failure)
           if (response.status === "queued" || response.status === "in_progress") {
             const now = yield* Clock.currentTimeNanos
             if (now + Option.getOrElse(Duration.toNanos(pollInterval), () => 0n) >= allowance.deadlineAt) {

@@ -3,14 +3,17 @@
  * over generated JSON values shaped like what providers send, with every member sometimes of a wrong type, a guard
  * that takes a value returns exactly what the schema decodes it to, and the decoder built on both (`decodeFast`)
  * accepts, rejects and decodes exactly like the schema alone. The guards take every event of the recorded captures,
- * so the property is about the events that stream, not about values the guard leaves to the schema.
+ * so the property is about the events that stream, not about values the guard leaves to the schema. The
+ * constructors of the per-token events that the machines use in place of `Generation`'s are checked against them too.
  */
 import { assert, describe, it } from "@effect/vitest"
+import * as Generation from "@reprise/core/Generation"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
-import { Either, FastCheck as fc, Schema } from "effect"
+import { Either, Equal, FastCheck as fc, Hash, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as Events from "../src/internal/events.js"
 import { decodeFast, guardOf } from "../src/internal/schema.js"
 
 const root = Path.resolve(__dirname, "../../../../shared/fixtures/recorded")
@@ -179,3 +182,34 @@ const suite = <A, I>(name: string, schema: Schema.Schema<A, I>, values: fc.Arbit
 
 suite("OpenAiChat.ChatChunk", OpenAiChat.ChatChunk, chatChunk, "openai-chat")
 suite("AnthropicMessages.MessagesEvent", AnthropicMessages.MessagesEvent, anthropicEvent, "anthropic")
+
+describe("the constructors of the per-token events (internal/events.ts) build what Generation's do", () => {
+  // the same in every way a consumer can tell: structural equality, deep equality (prototype included), the members
+  // in their order, and the JSON
+  const same = (fast: Generation.GenerationEvent, reference: Generation.GenerationEvent) => {
+    assert.isTrue(Equal.equals(fast, reference))
+    assert.deepStrictEqual(fast, reference)
+    assert.strictEqual(Object.getPrototypeOf(fast), Object.getPrototypeOf(reference))
+    assert.deepStrictEqual(Reflect.ownKeys(fast), Reflect.ownKeys(reference))
+    assert.strictEqual(JSON.stringify(fast), JSON.stringify(reference))
+    assert.strictEqual(Hash.hash(fast), Hash.hash(reference))
+  }
+  const text = fc.string({ unit: "binary" })
+  const maybe = fc.option(text, { nil: undefined })
+
+  it("textDelta and reasoningDelta", () =>
+    fc.assert(fc.property(text, (t) => {
+      same(Events.textDelta(t), Generation.TextDelta({ text: t }))
+      same(Events.reasoningDelta(t), Generation.ReasoningDelta({ text: t }))
+    })))
+
+  it("toolCallDelta, with and without an id and a name", () =>
+    fc.assert(fc.property(fc.nat(), maybe, maybe, text, (index, id, name, argumentsDelta) =>
+      same(
+        Events.toolCallDelta(index, id, name, argumentsDelta),
+        Generation.ToolCallDelta({ index, id, name, argumentsDelta })
+      ))))
+
+  it("a fast event and a Data one are told apart by a different member", () =>
+    assert.isFalse(Equal.equals(Events.textDelta("a"), Generation.TextDelta({ text: "b" }))))
+})

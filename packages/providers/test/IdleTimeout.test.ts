@@ -131,9 +131,10 @@ describe("idleTimeout", () => {
       // a machine whose terminal is event 2 and that reads on after it (as Chat Completions reads on to [DONE])
       let terminal = false
       const machine: Machine<string> = {
-        step: (data) => {
+        step: (data, out) => {
           if (data === "2") terminal = true
-          return Either.right([Generation.TextDelta({ text: data })])
+          out.push(Generation.TextDelta({ text: data }))
+          return undefined
         },
         done: () => false,
         end: (failure) =>
@@ -145,7 +146,7 @@ describe("idleTimeout", () => {
         apiKey: Redacted.make("sk-test"),
         idleTimeout: Duration.seconds(120)
       })
-      const events = run({ body, settings, decode: (event) => Either.right(Option.some(event.data)), machine })
+      const events = run({ body, settings, decode: (event) => event.data, machine })
       const consumer = yield* Effect.fork(Stream.runForEach(events, (event) =>
         Effect.sync(() => {
           order.push(event._tag)

@@ -17,7 +17,6 @@ import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -33,7 +32,7 @@ import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
-import { decodeFast } from "./schema.js"
+import { guardOf } from "./schema.js"
 import type { Settings } from "./settings.js"
 
 const tooLarge = (settings: Settings) =>
@@ -61,15 +60,23 @@ const within = (reads: Iterable<Uint8Array>, allowed: number): Array<Uint8Array>
 }
 
 /**
- * An SSE event as the protocols read it: its `event` name (`message` when the stream names none), `id` and `data`.
+ * An SSE event as the protocols read it: its `event` name (`undefined` when the stream names none, which the
+ * specification reads as `message`), `id` and `data`. The parser's own message object, passed on as it is.
  *
  * @internal
  */
 export interface Event {
-  readonly event: string
-  readonly id: string | undefined
+  readonly event?: string | undefined
+  readonly id?: string | undefined
   readonly data: string
 }
+
+/**
+ * The name of an event's type: its `event` field, or `message` when it has none.
+ *
+ * @internal
+ */
+export const eventName = (event: Event): string => event.event ?? "message"
 
 /**
  * The SSE parser of one body: `eventsource-parser`'s, fed each read's text whole (it finds line ends with `indexOf`),
@@ -87,7 +94,7 @@ export interface Event {
 export const makeParser = (maxEventSize: number, onEvent: (event: Event) => void) => {
   let overflowed = false
   const parser = createParser({
-    onEvent: (message) => onEvent({ event: message.event ?? "message", id: message.id, data: message.data }),
+    onEvent,
     onError: (error) => {
       if (error.type === "max-buffer-size-exceeded") overflowed = true
     },
@@ -117,10 +124,29 @@ export const makeParser = (maxEventSize: number, onEvent: (event: Event) => void
 const streaming = { stream: true } as const
 
 /**
+ * A failure of an event's decoding, as {@link Decode} returns it: the decoded events themselves are returned bare, so
+ * the hot path allocates nothing to say that an event decoded.
+ *
+ * @internal
+ */
+export class Failed {
+  constructor(readonly failure: ProviderFailure.ProviderFailure) {}
+}
+
+/**
+ * What {@link Decode} returns for a keepalive (an SSE comment is none: the parser drops it): not an event, and not
+ * progress.
+ *
+ * @internal
+ */
+export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/skip")
+
+/**
  * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
- * `ProviderRejection{reason: "MalformedStream"}`. Synchronous: `JSON.parse`, then the schema's validation, per event:
- * `decodeFast`, so a schema with a guard (`withGuard`, the hot events) is checked by its guard first, and an event the
- * guard leaves is reported with the schema's own issue.
+ * `ProviderRejection{reason: "MalformedStream"}`, as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
+ * validation, per event: a schema with a guard (`withGuard`, the hot events) is checked by its guard first (as
+ * `decodeFast` does), and an event the guard leaves is decoded by the schema, which reports the issue. A decoded
+ * event is returned as it is, not wrapped (fix 20 of `docs/performance.md`).
  *
  * No step recurses into the event's nesting (`JSON.parse` does not, and the schemas read a bounded depth, leaving
  * unread fields alone) except the schema's formatter, which prints the offending value: a payload nested deeper than
@@ -129,19 +155,20 @@ const streaming = { stream: true } as const
  * @internal
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
-  const validate = decodeFast(schema)
+  const validate = Schema.decodeUnknownEither(schema)
+  const guard = guardOf(schema)
   const malformed = (event: Event, reason: string) =>
-    Either.left(
+    new Failed(
       new ProviderRejection.ProviderRejection({
         reason: "MalformedStream",
         detail: settings.scrub(
-          `undecodable ${event.event} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
+          `undecodable ${eventName(event)} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
             excerpt(settings.scrub, reason, 300)
           }`
         )
       })
     )
-  return (event: Event): Either.Either<A, ProviderRejection.ProviderRejection> => {
+  return (event: Event): A | Failed => {
     let json: unknown
     try {
       json = JSON.parse(event.data)
@@ -150,8 +177,12 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
       // input could survive in part. The data itself is shown above, scrubbed, then cut.
       return malformed(event, "not valid JSON")
     }
+    if (guard !== undefined) {
+      const taken = guard(json)
+      if (taken !== undefined) return taken
+    }
     const result = validate(json)
-    if (result._tag === "Right") return Either.right(result.right)
+    if (result._tag === "Right") return result.right
     // Measured only on this failure path: the hot path pays nothing for it.
     const depth = Json.textDepth(event.data)
     return malformed(
@@ -316,10 +347,11 @@ export const idleTimeout = <A, E, R>(
  * @internal
  */
 export interface Machine<Ev> {
-  /** Events to emit for one protocol event; fails on an in-band error or a tool call that cannot be completed. */
-  readonly step: (
-    event: Ev
-  ) => Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure>
+  /**
+   * Appends the events to emit for one protocol event to `out`, or returns the failure of an in-band error or a tool
+   * call that cannot be completed (what it appended before failing is dropped: a failing event emits nothing).
+   */
+  readonly step: (event: Ev, out: Array<Generation.GenerationEvent>) => ProviderFailure.ProviderFailure | undefined
   /** True once nothing more is to be read (the terminal arrived, or `[DONE]`). */
   readonly done: () => boolean
   /**
@@ -332,12 +364,14 @@ export interface Machine<Ev> {
 }
 
 /**
- * A protocol's event decoder: `None` for a keepalive (which is not progress), the decoded event otherwise, or the
- * failure of an undecodable event. Synchronous, like `Machine.step`.
+ * A protocol's event decoder: {@link skip} for a keepalive (which is not progress), the decoded event otherwise, or
+ * the {@link Failed} of an undecodable event. Synchronous, like `Machine.step`. The event is returned bare, and a
+ * step appends to the read's array: until fix 20 (`docs/performance.md`) every event was wrapped twice on its way in
+ * (an `Either` of an `Option`) and its outputs twice on the way out (an array in an `Either`).
  *
  * @internal
  */
-export type Decode<Ev> = (event: Event) => Either.Either<Option.Option<Ev>, ProviderFailure.ProviderFailure>
+export type Decode<Ev> = (event: Event) => Ev | typeof skip | Failed
 
 /**
  * The premature EOF of a protocol.
@@ -368,13 +402,15 @@ const stepAll = <Ev>(
     const event = input[i]
     if (event.data.length > settings.maxEventSize) return { progressed, failure: tooLarge(settings) }
     const decoded = decode(event)
-    if (decoded._tag === "Left") return { progressed, failure: decoded.left }
-    if (decoded.right._tag === "None") continue
-    const stepped = machine.step(decoded.right.value)
-    if (stepped._tag === "Left") return { progressed, failure: stepped.left }
+    if (decoded === skip) continue
+    if (decoded instanceof Failed) return { progressed, failure: decoded.failure }
+    const before = out.length
+    const failure = machine.step(decoded, out)
+    if (failure !== undefined) {
+      out.length = before
+      return { progressed, failure }
+    }
     progressed = true
-    const outputs = stepped.right
-    for (let j = 0; j < outputs.length; j++) out.push(outputs[j])
   }
   return { progressed, failure: undefined }
 }
