@@ -1,14 +1,14 @@
 /**
  * Figure 1: decode throughput per protocol over a recorded stream scaled to ~10 MB, fed as 16 KiB byte chunks
- * through reprise's real provider pipeline (in-memory `HttpClient`), against a baseline loop (`eventsource-parser` +
+ * through reprise's real provider pipeline (in-memory `HttpClient`), read by its pull as `Recovery` reads it (and, for
+ * the record, as a stream with `Stream.runForEachChunk`), against a baseline loop (`eventsource-parser` +
  * `JSON.parse` + the terminal check), the official SDK decoder, and two floors (the baseline loop on
  * `@effect/experimental/Sse`, without and with per-event Schema validation), all over the same bytes. Ratios are
  * reprise's throughput over the other's (higher is better for reprise); a floor's ratios are reprise's ceilings.
  */
-import { Bench } from "tinybench"
 import { build, type Corpus, mb, protocols } from "./support/corpus.js"
-import { baseline, type Decoder, floor, floorSchema, official, reprise } from "./support/decoders.js"
-import { fmt, table } from "./support/stats.js"
+import { baseline, type Decoder, floor, floorSchema, official, reprise, repriseStream } from "./support/decoders.js"
+import { fmt, summarize, table } from "./support/stats.js"
 
 export interface DecodeRow {
   readonly protocol: string
@@ -20,6 +20,9 @@ export interface DecodeRow {
   readonly mbPerSec: Record<string, number>
   readonly ratioVsOfficial: number
   readonly ratioVsBaseline: number
+  /** The same for reprise's stream read with `Stream.runForEachChunk` (`repriseStream`), for the record. */
+  readonly streamVsOfficial: number
+  readonly streamVsBaseline: number
   /**
    * The best ratios any decoder built on the mandated SSE parser can reach: the `floor` decoder (that parser and
    * `JSON.parse`, nothing else) against the official decoder and the baseline loop.
@@ -31,7 +34,7 @@ export interface DecodeRow {
   readonly schemaCeilingVsBaseline: number
 }
 
-const decoders: Record<string, Decoder> = { reprise, floor, floorSchema, baseline, official }
+const decoders: Record<string, Decoder> = { reprise, repriseStream, floor, floorSchema, baseline, official }
 
 const check = async (name: string, decoder: Decoder, corpus: Corpus) => {
   const result = await decoder(corpus)
@@ -43,30 +46,37 @@ const check = async (name: string, decoder: Decoder, corpus: Corpus) => {
   }
 }
 
+/** Median of the paired ratios `other / reprise` of each round: both timed in the same round, next to each other. */
+const pairedRatio = (times: Record<string, Array<number>>, other: string, subject: string): number =>
+  summarize(times[other].map((t, i) => t / times[subject][i])).median
+
 export const run = async (options: { sizeMB: number; iterations: number }) => {
   const rows: Array<DecodeRow> = []
+  const names = Object.keys(decoders)
   for (const protocol of protocols) {
     const corpus = build(protocol, options.sizeMB * 1024 * 1024)
     for (const [name, decoder] of Object.entries(decoders)) await check(name, decoder, corpus)
-    const bench = new Bench({
-      name: `decode ${protocol}`,
-      iterations: options.iterations,
-      time: 0,
-      warmupIterations: 1,
-      warmupTime: 0
-    })
-    for (const [name, decoder] of Object.entries(decoders)) bench.add(name, () => decoder(corpus).then(() => {}))
-    await bench.run()
+    // One warm-up round, then `iterations` rounds of every decoder once, the order rotating from round to round, so
+    // that a drift of the machine's speed falls on every decoder alike (a decoder's samples all in a row, as
+    // tinybench takes them, measured ratios that moved by half between runs).
+    for (const name of names) await decoders[name](corpus)
+    const times: Record<string, Array<number>> = Object.fromEntries(names.map((name) => [name, []]))
+    for (let round = 0; round < options.iterations; round++) {
+      for (let k = 0; k < names.length; k++) {
+        const name = names[(round + k) % names.length]
+        const start = performance.now()
+        await decoders[name](corpus)
+        times[name].push(performance.now() - start)
+      }
+    }
     const stats: DecodeRow["decoders"] = {}
     const eventsPerSec: Record<string, number> = {}
     const mbPerSec: Record<string, number> = {}
-    for (const task of bench.tasks) {
-      const result = task.result
-      if (!("latency" in result)) throw new Error(`${protocol}/${task.name}: ${result.state}`)
-      const l = result.latency
-      stats[task.name] = { median: l.p50, mad: l.mad, min: l.min, max: l.max, samples: l.samplesCount }
-      eventsPerSec[task.name] = corpus.events / (l.p50 / 1000)
-      mbPerSec[task.name] = mb(corpus.size) / (l.p50 / 1000)
+    for (const name of names) {
+      const l = summarize(times[name])
+      stats[name] = { median: l.median, mad: l.mad, min: l.min, max: l.max, samples: l.n }
+      eventsPerSec[name] = corpus.events / (l.median / 1000)
+      mbPerSec[name] = mb(corpus.size) / (l.median / 1000)
     }
     rows.push({
       protocol,
@@ -76,12 +86,14 @@ export const run = async (options: { sizeMB: number; iterations: number }) => {
       decoders: stats,
       eventsPerSec,
       mbPerSec,
-      ratioVsOfficial: stats.official.median / stats.reprise.median,
-      ratioVsBaseline: stats.baseline.median / stats.reprise.median,
-      ceilingVsOfficial: stats.official.median / stats.floor.median,
-      ceilingVsBaseline: stats.baseline.median / stats.floor.median,
-      schemaCeilingVsOfficial: stats.official.median / stats.floorSchema.median,
-      schemaCeilingVsBaseline: stats.baseline.median / stats.floorSchema.median
+      ratioVsOfficial: pairedRatio(times, "official", "reprise"),
+      ratioVsBaseline: pairedRatio(times, "baseline", "reprise"),
+      streamVsOfficial: pairedRatio(times, "official", "repriseStream"),
+      streamVsBaseline: pairedRatio(times, "baseline", "repriseStream"),
+      ceilingVsOfficial: pairedRatio(times, "official", "floor"),
+      ceilingVsBaseline: pairedRatio(times, "baseline", "floor"),
+      schemaCeilingVsOfficial: pairedRatio(times, "official", "floorSchema"),
+      schemaCeilingVsBaseline: pairedRatio(times, "baseline", "floorSchema")
     })
   }
   return rows
@@ -91,7 +103,8 @@ export const print = (rows: ReadonlyArray<DecodeRow>) =>
   table(
     `1. Decode throughput (~${
       fmt(mb(rows[0]?.bytes ?? 0), 0)
-    } MB recorded stream, 16 KiB chunks; ratio = reprise throughput / other; targets (issue #13): >= 1.5x official, >= 0.6x baseline;\n` +
+    } MB recorded stream, 16 KiB chunks; ratio = median over rounds of other time / reprise time; targets (issue #13): >= 1.5x official, >= 0.6x baseline;\n` +
+      "   reprise = the provider read by its pull, as Recovery reads it; via Stream = its stream read with Stream.runForEachChunk;\n" +
       "   floor = @effect/experimental/Sse + JSON.parse alone, +schema = and per-event Schema validation; ceiling = a floor's ratio, the best any decoder on it can do)",
     [
       "protocol",
@@ -99,12 +112,15 @@ export const print = (rows: ReadonlyArray<DecodeRow>) =>
       "events",
       "reprise MB/s",
       "reprise ev/s",
+      "via Stream MB/s",
       "floor MB/s",
       "+schema MB/s",
       "official MB/s",
       "baseline MB/s",
       "vs official",
       "vs baseline",
+      "via Stream vs official",
+      "via Stream vs baseline",
       "ceiling vs official",
       "ceiling vs baseline",
       "+schema vs official",
@@ -116,12 +132,15 @@ export const print = (rows: ReadonlyArray<DecodeRow>) =>
       String(r.events),
       fmt(r.mbPerSec.reprise, 1),
       fmt(r.eventsPerSec.reprise, 0),
+      fmt(r.mbPerSec.repriseStream, 1),
       fmt(r.mbPerSec.floor, 1),
       fmt(r.mbPerSec.floorSchema, 1),
       fmt(r.mbPerSec.official, 1),
       fmt(r.mbPerSec.baseline, 1),
       `${fmt(r.ratioVsOfficial)}x`,
       `${fmt(r.ratioVsBaseline)}x`,
+      `${fmt(r.streamVsOfficial)}x`,
+      `${fmt(r.streamVsBaseline)}x`,
       `${fmt(r.ceilingVsOfficial)}x`,
       `${fmt(r.ceilingVsBaseline)}x`,
       `${fmt(r.schemaCeilingVsOfficial)}x`,

@@ -31,7 +31,7 @@ const settings = quick
     fleet: { workers: [8], replies: 60 }
   }
   : {
-    decode: { sizeMB: 10, iterations: 5 },
+    decode: { sizeMB: 10, iterations: 7 },
     e2e: { sizeMB: 5, runs: 9, warmup: 2 },
     concurrency: { streams: 1000, rounds: 3 },
     latency: { replies: 60 },

@@ -20,12 +20,15 @@ import * as Sse from "@effect/experimental/Sse"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
+import type * as Generation from "@reprise/core/Generation"
 import * as Message from "@reprise/core/Message"
+import * as Provider from "@reprise/core/Provider"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -48,34 +51,67 @@ const apiKey = Redacted.make("sk-bench-not-a-key")
 export const memoryClient = (corpus: Corpus): HttpClient.HttpClient =>
   HttpClient.make((req) => Effect.sync(() => HttpClientResponse.fromWeb(req, response(corpus))))
 
+const bench = (corpus: Corpus) =>
+  HttpProvider.make(corpus.protocol, {
+    apiKey,
+    baseUrl: "http://bench.invalid/v1",
+    // figure 5 decodes up to 100 MB: past the default bound of a reply (64 MiB)
+    maxReplyBytes: 1024 * 1024 * 1024
+  })
+
+/** Counts the text of a chunk of events and notes the finish. */
+const counter = () => {
+  const state = { textLength: 0, finished: false }
+  const count = (events: Iterable<Generation.GenerationEvent>) => {
+    for (const event of events) {
+      if (event._tag === "TextDelta") state.textLength += event.text.length
+      else if (event._tag === "Finish") state.finished = true
+    }
+  }
+  return { state, count }
+}
+
 /**
- * reprise's provider over the in-memory client, its stream read a chunk at a time (`Stream.runForEachChunk`), as
- * `Recovery` reads a provider's stream. Until fix 14 (docs/performance.md) the figure read it with
- * `Stream.runForEach`, an effect per event, which measured Effect's per-element sink as much as the decoder.
+ * reprise's provider over the in-memory client, read as `Recovery` reads a provider's stream: by the pull the
+ * provider built it from (`Provider.pullOf`, fix 17 of docs/performance.md), a chunk at a time, in a scope. Every
+ * `Recovery.generate` reads its provider this way.
  */
 export const reprise: Decoder = (corpus) =>
   Effect.runPromise(
     Effect.gen(function*() {
-      const provider = yield* HttpProvider.make(corpus.protocol, {
-        apiKey,
-        baseUrl: "http://bench.invalid/v1",
-        // figure 5 decodes up to 100 MB: past the default bound of a reply (64 MiB)
-        maxReplyBytes: 1024 * 1024 * 1024
-      })
-      let textLength = 0
-      let finished = false
+      const provider = yield* bench(corpus)
+      const stream = provider.stream(request)
+      const open = Provider.pullOf(stream)
+      if (open === undefined) return yield* Effect.dieMessage("the provider's stream has no pull (Provider.fromPull)")
+      const { count, state } = counter()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const pull = yield* open
+        while (true) {
+          const read = yield* Effect.either(pull)
+          if (read._tag === "Right") count(read.right)
+          else if (Option.isSome(read.left)) return yield* Effect.fail(read.left.value)
+          else return
+        }
+      })).pipe(Budget.scoped)
+      return state
+    }).pipe(Effect.provideService(HttpClient.HttpClient, memoryClient(corpus)))
+  )
+
+/**
+ * The same provider read as a user reading its stream directly would: `Stream.runForEachChunk`, a chunk at a time.
+ * Until fix 20 (docs/performance.md) this was figure 1's reprise decoder; it measures Effect's stream consumer as
+ * well as the decoder (a sink piped to the stream keeps each chunk alive into the next collections: see fix 20).
+ */
+export const repriseStream: Decoder = (corpus) =>
+  Effect.runPromise(
+    Effect.gen(function*() {
+      const provider = yield* bench(corpus)
+      const { count, state } = counter()
       yield* provider.stream(request).pipe(
-        Stream.runForEachChunk((events) =>
-          Effect.sync(() => {
-            for (const event of events) {
-              if (event._tag === "TextDelta") textLength += event.text.length
-              else if (event._tag === "Finish") finished = true
-            }
-          })
-        ),
+        Stream.runForEachChunk((events) => Effect.sync(() => count(events))),
         Budget.scoped
       )
-      return { textLength, finished }
+      return state
     }).pipe(Effect.provideService(HttpClient.HttpClient, memoryClient(corpus)))
   )
 
