@@ -35,7 +35,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import type * as Types from "effect/Types"
 import * as Events from "./internal/events.js"
 import * as Failure from "./internal/failure.js"
 import * as Internal from "./internal/provider.js"
@@ -118,123 +117,58 @@ const MessagesEventStruct = Schema.Struct({
   })))
 })
 
-// The guard of an event: a `content_block_delta` comes once per token or so, the stream's hot event. It reads and
-// type-checks every member the schema declares, builds the value the schema would, and leaves anything it does not
-// take (an array where an object is, a wrong type anywhere) to the schema, which reports the issue. Equal to the
-// schema over generated values: test/HotEvents.test.ts.
+// The guard of an event: a `content_block_delta` comes once per token or so, the stream's hot event. It type-checks
+// every member the schema declares, at every level, and takes the event as it is (what `JSON.parse` built: members
+// the schema does not declare stay on it, unread); anything it does not take (an array where an object is, a wrong
+// type anywhere) is left to the schema, which reports the issue. It takes only what the schema accepts, and the
+// schema's value agrees with the event on every member it declares: test/HotEvents.test.ts, over generated values.
 
-const usageGuard = (input: unknown): typeof Usage.Type | undefined => {
-  if (!Predicate.isRecord(input)) return undefined
-  const { cache_creation_input_tokens, cache_read_input_tokens, input_tokens, output_tokens } = input
-  if (
-    !isNullableNumber(input_tokens) || !isNullableNumber(output_tokens) ||
-    !isNullableNumber(cache_creation_input_tokens) || !isNullableNumber(cache_read_input_tokens)
-  ) return undefined
-  const out: Types.Mutable<typeof Usage.Type> = {}
-  if (input_tokens !== undefined) out.input_tokens = input_tokens
-  if (output_tokens !== undefined) out.output_tokens = output_tokens
-  if (cache_creation_input_tokens !== undefined) out.cache_creation_input_tokens = cache_creation_input_tokens
-  if (cache_read_input_tokens !== undefined) out.cache_read_input_tokens = cache_read_input_tokens
-  return out
+const isUsage = (input: unknown): boolean =>
+  Predicate.isRecord(input) &&
+  isNullableNumber(input.input_tokens) && isNullableNumber(input.output_tokens) &&
+  isNullableNumber(input.cache_creation_input_tokens) && isNullableNumber(input.cache_read_input_tokens)
+
+const isNullableUsage = (input: unknown): boolean => input === undefined || input === null || isUsage(input)
+
+// `type` is the one member of a block that is not `Unknown`
+const isBlock = (input: unknown): boolean => Predicate.isRecord(input) && typeof input.type === "string"
+
+const isMessage = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const { content, stop_reason, usage } = input
+  if (!isNullableString(stop_reason) || !isNullableUsage(usage)) return false
+  if (content === undefined || content === null) return true
+  if (!Array.isArray(content)) return false
+  for (const block of content) if (!isBlock(block)) return false
+  return true
 }
 
-const blockKeys = ["id", "name", "input", "text", "thinking", "signature", "data"] as const
+const isDelta = (input: unknown): boolean =>
+  Predicate.isRecord(input) && isNullableString(input.type) && isNullableString(input.stop_reason)
 
-const blockGuard = (input: unknown): typeof Block.Type | undefined => {
-  if (!Predicate.isRecord(input) || typeof input.type !== "string") return undefined
-  const out: Types.Mutable<typeof Block.Type> = { type: input.type }
-  for (const key of blockKeys) {
-    const value = input[key]
-    if (value !== undefined) out[key] = value
-  }
-  return out
-}
+const isError = (input: unknown): boolean =>
+  Predicate.isRecord(input) && isNullableString(input.type) && isNullableString(input.message)
 
 type Event = typeof MessagesEventStruct.Type
-
-const messageGuard = (input: unknown): Event["message"] | undefined => {
-  if (!Predicate.isRecord(input)) return undefined
-  const { content, stop_reason, usage } = input
-  if (!isNullableString(stop_reason)) return undefined
-  const out: Types.Mutable<NonNullable<Event["message"]>> = {}
-  if (content === null) out.content = null
-  else if (content !== undefined) {
-    if (!Array.isArray(content)) return undefined
-    const blocks: Array<typeof Block.Type> = []
-    for (const block of content) {
-      const checked = blockGuard(block)
-      if (checked === undefined) return undefined
-      blocks.push(checked)
-    }
-    out.content = blocks
-  }
-  if (stop_reason !== undefined) out.stop_reason = stop_reason
-  if (usage === null) out.usage = null
-  else if (usage !== undefined) {
-    const checked = usageGuard(usage)
-    if (checked === undefined) return undefined
-    out.usage = checked
-  }
-  return out
-}
 
 const eventGuard = (input: unknown): Event | undefined => {
   if (!Predicate.isRecord(input)) return undefined
   const { content_block, delta, error, index, message, type, usage } = input
   if (typeof type !== "string" || !isNullableNumber(index)) return undefined
-  const out: Types.Mutable<Event> = { type }
-  if (index !== undefined) out.index = index
-  if (message === null) out.message = null
-  else if (message !== undefined) {
-    const checked = messageGuard(message)
-    if (checked === undefined) return undefined
-    out.message = checked
-  }
-  if (content_block === null) out.content_block = null
-  else if (content_block !== undefined) {
-    const checked = blockGuard(content_block)
-    if (checked === undefined) return undefined
-    out.content_block = checked
-  }
-  if (delta === null) out.delta = null
-  else if (delta !== undefined) {
-    if (!Predicate.isRecord(delta)) return undefined
-    const { stop_reason, type: deltaType } = delta
-    if (!isNullableString(deltaType) || !isNullableString(stop_reason)) return undefined
-    const { partial_json, signature, text, thinking } = delta
-    const d: Types.Mutable<NonNullable<Event["delta"]>> = {}
-    if (deltaType !== undefined) d.type = deltaType
-    if (text !== undefined) d.text = text
-    if (thinking !== undefined) d.thinking = thinking
-    if (signature !== undefined) d.signature = signature
-    if (partial_json !== undefined) d.partial_json = partial_json
-    if (stop_reason !== undefined) d.stop_reason = stop_reason
-    out.delta = d
-  }
-  if (usage === null) out.usage = null
-  else if (usage !== undefined) {
-    const checked = usageGuard(usage)
-    if (checked === undefined) return undefined
-    out.usage = checked
-  }
-  if (error === null) out.error = null
-  else if (error !== undefined) {
-    if (!Predicate.isRecord(error)) return undefined
-    const { message: text, type: errorType } = error
-    if (!isNullableString(errorType) || !isNullableString(text)) return undefined
-    const e: Types.Mutable<NonNullable<Event["error"]>> = {}
-    if (errorType !== undefined) e.type = errorType
-    if (text !== undefined) e.message = text
-    out.error = e
-  }
-  return out
+  if (delta !== undefined && delta !== null && !isDelta(delta)) return undefined
+  if (message !== undefined && message !== null && !isMessage(message)) return undefined
+  if (content_block !== undefined && content_block !== null && !isBlock(content_block)) return undefined
+  if (!isNullableUsage(usage)) return undefined
+  if (error !== undefined && error !== null && !isError(error)) return undefined
+  // every member the schema declares is of its type
+  return input as Event
 }
 
 /**
  * One Messages stream event, as far as reprise reads it. Unknown fields and event types are ignored.
  *
  * The stream's decoder checks an event with a guard first (`internal/schema.ts`, `withGuard`): it type-checks the same
- * members and returns the same value, and leaves an event it does not take to this schema, which reports its issue.
+ * members and takes the event as it is, and leaves an event it does not take to this schema, which reports its issue.
  * `Schema.decodeUnknownEither(MessagesEvent)` is the schema alone.
  *
  * @since 0.1.0

@@ -34,7 +34,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
-import type * as Types from "effect/Types"
 import * as Events from "./internal/events.js"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
@@ -93,110 +92,65 @@ const ChatChunkStruct = Schema.Struct({
   error: optional(nullable(ErrorObject))
 })
 
-// The guard of a chunk: one per token, so the stream's hot event. It reads and type-checks every member the schema
-// declares, builds the value the schema would, and leaves anything it does not take (an array where an object is,
-// a wrong type anywhere) to the schema, which reports the issue. Equal to the schema over generated values:
-// test/HotEvents.test.ts.
+// The guard of a chunk: one per token, so the stream's hot event. It type-checks every member the schema declares,
+// at every level, and takes the chunk as it is (what `JSON.parse` built: members the schema does not declare stay on
+// it, unread); anything it does not take (an array where an object is, a wrong type anywhere) is left to the schema,
+// which reports the issue. It takes only what the schema accepts, and the schema's value agrees with the chunk on
+// every member it declares: test/HotEvents.test.ts, over generated values.
 
-const toolCallGuard = (input: unknown): typeof ToolCallChunk.Type | undefined => {
-  if (!Predicate.isRecord(input)) return undefined
-  const { function: fn, id, index } = input
-  if (!isNullableNumber(index) || !isNullableString(id)) return undefined
-  const out: Types.Mutable<typeof ToolCallChunk.Type> = {}
-  if (index !== undefined) out.index = index
-  if (id !== undefined) out.id = id
-  if (fn === null) out.function = null
-  else if (fn !== undefined) {
-    if (!Predicate.isRecord(fn)) return undefined
-    const { arguments: args, name } = fn
-    if (!isNullableString(name) || !isNullableString(args)) return undefined
-    const f: Types.Mutable<NonNullable<typeof ToolCallChunk.Type.function>> = {}
-    if (name !== undefined) f.name = name
-    if (args !== undefined) f.arguments = args
-    out.function = f
-  }
-  return out
+const isToolCall = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const fn = input.function
+  if (!isNullableNumber(input.index) || !isNullableString(input.id)) return false
+  return fn === undefined || fn === null ||
+    (Predicate.isRecord(fn) && isNullableString(fn.name) && isNullableString(fn.arguments))
 }
 
-const choiceGuard = (input: unknown): typeof Choice.Type | undefined => {
-  if (!Predicate.isRecord(input)) return undefined
-  const { delta, finish_reason, index } = input
-  if (!isNullableNumber(index) || !isNullableString(finish_reason)) return undefined
-  const out: Types.Mutable<typeof Choice.Type> = {}
-  if (index !== undefined) out.index = index
-  if (delta === null) out.delta = null
-  else if (delta !== undefined) {
-    if (!Predicate.isRecord(delta)) return undefined
-    const { content, reasoning, reasoning_content, tool_calls } = delta
-    if (!isNullableString(content) || !isNullableString(reasoning_content) || !isNullableString(reasoning)) {
-      return undefined
-    }
-    const d: Types.Mutable<NonNullable<typeof Choice.Type.delta>> = {}
-    if (content !== undefined) d.content = content
-    if (reasoning_content !== undefined) d.reasoning_content = reasoning_content
-    if (reasoning !== undefined) d.reasoning = reasoning
-    if (tool_calls === null) d.tool_calls = null
-    else if (tool_calls !== undefined) {
-      if (!Array.isArray(tool_calls)) return undefined
-      const calls: Array<typeof ToolCallChunk.Type> = []
-      for (const call of tool_calls) {
-        const checked = toolCallGuard(call)
-        if (checked === undefined) return undefined
-        calls.push(checked)
-      }
-      d.tool_calls = calls
-    }
-    out.delta = d
-  }
-  if (finish_reason !== undefined) out.finish_reason = finish_reason
-  return out
+const isChoiceDelta = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const { content, reasoning, reasoning_content, tool_calls } = input
+  if (!isNullableString(content) || !isNullableString(reasoning_content) || !isNullableString(reasoning)) return false
+  if (tool_calls === undefined || tool_calls === null) return true
+  if (!Array.isArray(tool_calls)) return false
+  for (const call of tool_calls) if (!isToolCall(call)) return false
+  return true
+}
+
+const isChoice = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const delta = input.delta
+  return isNullableNumber(input.index) && isNullableString(input.finish_reason) &&
+    (delta === undefined || delta === null || isChoiceDelta(delta))
+}
+
+const isUsage = (input: unknown): boolean =>
+  Predicate.isRecord(input) && isNullableNumber(input.prompt_tokens) && isNullableNumber(input.completion_tokens)
+
+const isError = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const code = input.code
+  return isNullableString(input.message) && isNullableString(input.type) &&
+    (code === undefined || code === null || typeof code === "string" || typeof code === "number")
 }
 
 const chunkGuard = (input: unknown): typeof ChatChunkStruct.Type | undefined => {
   if (!Predicate.isRecord(input)) return undefined
   const { choices, error, usage } = input
-  const out: Types.Mutable<typeof ChatChunkStruct.Type> = {}
-  if (choices === null) out.choices = null
-  else if (choices !== undefined) {
+  if (choices !== undefined && choices !== null) {
     if (!Array.isArray(choices)) return undefined
-    const list: Array<typeof Choice.Type> = []
-    for (const choice of choices) {
-      const checked = choiceGuard(choice)
-      if (checked === undefined) return undefined
-      list.push(checked)
-    }
-    out.choices = list
+    for (const choice of choices) if (!isChoice(choice)) return undefined
   }
-  if (usage === null) out.usage = null
-  else if (usage !== undefined) {
-    if (!Predicate.isRecord(usage)) return undefined
-    const { completion_tokens, prompt_tokens } = usage
-    if (!isNullableNumber(prompt_tokens) || !isNullableNumber(completion_tokens)) return undefined
-    const u: Types.Mutable<typeof Usage.Type> = {}
-    if (prompt_tokens !== undefined) u.prompt_tokens = prompt_tokens
-    if (completion_tokens !== undefined) u.completion_tokens = completion_tokens
-    out.usage = u
-  }
-  if (error === null) out.error = null
-  else if (error !== undefined) {
-    if (!Predicate.isRecord(error)) return undefined
-    const { code, message, type } = error
-    if (!isNullableString(message) || !isNullableString(type)) return undefined
-    if (code !== undefined && code !== null && typeof code !== "string" && typeof code !== "number") return undefined
-    const e: Types.Mutable<typeof ErrorObject.Type> = {}
-    if (message !== undefined) e.message = message
-    if (type !== undefined) e.type = type
-    if (code !== undefined) e.code = code
-    out.error = e
-  }
-  return out
+  if (usage !== undefined && usage !== null && !isUsage(usage)) return undefined
+  if (error !== undefined && error !== null && !isError(error)) return undefined
+  // every member the schema declares is of its type
+  return input as typeof ChatChunkStruct.Type
 }
 
 /**
  * One Chat Completions chunk, as far as reprise reads it. Unknown fields are ignored.
  *
  * The stream's decoder checks a chunk with a guard first (`internal/schema.ts`, `withGuard`): it type-checks the same
- * members and returns the same value, and leaves a chunk it does not take to this schema, which reports its issue.
+ * members and takes the chunk as it is, and leaves a chunk it does not take to this schema, which reports its issue.
  * `Schema.decodeUnknownEither(ChatChunk)` is the schema alone.
  *
  * @since 0.1.0
@@ -337,6 +291,9 @@ const doneEvent = { _tag: "Done" } as const
 
 type ChatEvent = ChatChunk | typeof doneEvent
 
+// by identity: a chunk is the server's JSON, which may hold any member
+const isDone = (event: ChatEvent): event is typeof doneEvent => event === doneEvent
+
 const decoder = (settings: Settings.Settings, context: { readonly requestId: string | undefined }) => {
   const decodeChunk = SseInternal.jsonDecoder(ChatChunk, settings)
   const decode: SseInternal.Decode<ChatEvent> = (event: SseInternal.Event) =>
@@ -370,7 +327,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
     out: Array<Generation.GenerationEvent>
   ): ProviderFailure.ProviderFailure | undefined => {
     if (done) return undefined
-    if ("_tag" in event) {
+    if (isDone(event)) {
       if (finish === undefined) return SseInternal.prematureEof(protocol)
       out.push(terminal())
       return undefined

@@ -546,6 +546,9 @@ const other = { _tag: "Other" } as const
 
 type Event = ReadEvent | typeof done | typeof other
 
+// by identity: an event is the server's JSON, which may hold any member
+const isMarker = (event: Event): event is typeof done | typeof other => event === done || event === other
+
 interface StreamedCall {
   readonly outputIndex: number
   readonly ordinal: number
@@ -758,8 +761,8 @@ const decoder = (
     out: Array<Generation.GenerationEvent>
   ): ProviderFailure.ProviderFailure | undefined => {
     if (finished) return undefined
-    if ("_tag" in event) {
-      if (event._tag === "Other") return undefined
+    if (isMarker(event)) {
+      if (event === other) return undefined
       if (!doneIsTerminal) return SseInternal.prematureEof(protocol)
       const complete = completeCalls(streamedItems())
       if (Either.isLeft(complete)) return complete.left
@@ -862,7 +865,7 @@ const decoder = (
     // terminal is a premature EOF like any other.
     step: track === undefined ? step : (event, out) => {
       const failure = step(event, out)
-      if (failure !== undefined && !("_tag" in event)) {
+      if (failure !== undefined && !isMarker(event)) {
         if (event.type === "error") track.erred = true
         else track.settled = true
       }

@@ -93,12 +93,15 @@ export const isNullableNumber = (u: unknown): u is number | null | undefined =>
 const TopGuardId = Symbol.for("@reprise/providers/internal/schema/TopGuard")
 
 /**
- * A schema whose decoding by {@link decodeFast} asks `guard` first: the guard returns the decoded value of an input
- * it recognises, or `undefined` to leave the input to the schema's own parse, which then accepts it or reports its
- * issue. The guard must accept nothing the schema rejects and return what the schema returns (a copy holding the
- * schema's members only, absent members absent); `Schema.decodeUnknownEither` ignores it, so the schema stays the
- * reference the guard is checked against over generated values (test/HotEvents.test.ts). For the events of a
- * protocol that come once per token or so, where the schema's parse costs several times the guard's property reads.
+ * A schema whose decoding by {@link decodeFast} asks `guard` first: the guard returns the value of an input it
+ * recognises, or `undefined` to leave the input to the schema's own parse, which then accepts it or reports its
+ * issue. The guard must accept nothing the schema rejects, and return a value that agrees with what the schema
+ * returns on every member the schema declares: the guards of the hot events type-check every declared member and
+ * return the input itself (what `JSON.parse` built), so members the schema does not declare stay on it, unread by
+ * the machines, where the schema's value is a copy without them (fix 20 of `docs/performance.md`: the copy was most
+ * of a guard's cost). `Schema.decodeUnknownEither` ignores the guard, so the schema stays the reference the guard is
+ * checked against over generated values (test/HotEvents.test.ts). For the events of a protocol that come once per
+ * token or so, where the schema's parse costs several times the guard's property reads.
  *
  * @internal
  */
@@ -116,7 +119,8 @@ export const guardOf = <A, I>(schema: Schema.Schema<A, I>): ((input: unknown) =>
   Option.getOrUndefined(AST.getAnnotation<(input: unknown) => A | undefined>(schema.ast, TopGuardId))
 
 /**
- * `Schema.decodeUnknownEither(schema)`, with the schema's guard (`withGuard`) first when it has one.
+ * `Schema.decodeUnknownEither(schema)`, with the schema's guard (`withGuard`) first when it has one: it accepts and
+ * rejects what the schema does, and what it returns agrees with the schema's value on every declared member.
  *
  * @internal
  */
