@@ -33,6 +33,7 @@ import { globalValue } from "effect/GlobalValue"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import * as Tracer from "effect/Tracer"
@@ -156,7 +157,8 @@ const leftOf = (delay: Duration.Duration, since: bigint): Effect.Effect<Duration
 
 /**
  * Provides an attempt's `Budget` and `Resumption` in one context: each provided service is a region of its own on the
- * fiber's stack, held for as long as the reply waits on its stream (about 2 KB each; docs/performance.md, fix 19).
+ * fiber's stack, held for as long as the reply waits on its stream (about 2 KB each; docs/performance.md, fixes 19
+ * and 21).
  */
 const provideAttempt = <A, E, R>(
   self: Effect.Effect<A, E, R>,
@@ -168,6 +170,35 @@ const provideAttempt = <A, E, R>(
     self,
     Context.make(Budget.Budget, allowance).pipe(Context.add(Resumption.Resumption, offer))
   ) as Effect.Effect<A, E, never> as Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>>
+
+/**
+ * `Effect.scoped` and {@link provideAttempt} in one region: the attempt's `Scope`, made here and closed with the
+ * attempt's exit, is provided in the same context as its `Budget` and `Resumption` (`Effect.scoped` provides its
+ * scope in a region of its own, inside the one that makes and closes it; fix 21).
+ */
+const scopedAttempt = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  allowance: Budget.Allowance,
+  offer: Resumption.Service
+): Effect.Effect<A, E, Exclude<Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>, Scope.Scope>> =>
+  Effect.acquireUseRelease(
+    Scope.make(),
+    (scope) =>
+      // the same requirement as `Exclude<R, Budget | Resumption | Scope>`, spelled as three services provided in turn
+      // would be
+      Effect.provide(
+        self,
+        Context.make(Budget.Budget, allowance).pipe(
+          Context.add(Resumption.Resumption, offer),
+          Context.add(Scope.Scope, scope)
+        )
+      ) as Effect.Effect<A, E, never>,
+    (scope, exit) => Scope.close(scope, exit)
+  ) as Effect.Effect<A, E, never> as Effect.Effect<
+    A,
+    E,
+    Exclude<Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>, Scope.Scope>
+  >
 
 /** The next attempt continues the response of the one before it, and adds to what it had surfaced. */
 interface Pending {
@@ -196,7 +227,9 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   carried: Accumulator | undefined,
   offer: Resumption.Service
 ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
-  Effect.gen(function*() {
+  // not a generator: a suspended `Effect.gen` body is held on the fiber's stack for as long as the attempt reads its
+  // stream (fix 21)
+  Effect.suspend(() => {
     const acc = carried ?? new Accumulator(options.earlyBreakOnToolCall === true)
     const onChunk = options.hooks?.onChunk
     let attempt: number | undefined
@@ -259,23 +292,26 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     // A provider's stream is read by its pull when it was made from one (`Provider.fromPull`): the same chunks, in
     // the same scope, without the stream's channel and sink per chunk (docs/performance.md, fix 17).
     const open = Provider.pullOf(generation)
+    // The attempt's services are provided to the whole run, not as stages of the stream: a stream stage per attempt
+    // measurably costs memory (the chunks' listener and hook get the reply's allowance back, above).
     const consumed = open === undefined
-      ? Stream.runForEachChunk(generation, onEvents)
-      : Effect.scoped(Effect.flatMap(Effect.tapError(open, () => seen), (pull) => {
-        const read = Effect.catchAll(
-          pull,
-          (end) => Option.isNone(end) ? Effect.succeed(undefined) : Effect.zipRight(seen, Effect.fail(end.value))
-        )
-        const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect.flatMap(
-          read,
-          (events) => events === undefined ? Effect.void : Effect.zipRight(onEvents(events), loop)
-        )
-        return loop
-      }))
-    const result = yield* consumed.pipe(
-      // for the whole run, not as stages of the stream: a stream stage per attempt measurably costs memory (the
-      // chunks' listener and hook get the reply's allowance back, above)
-      (self) => provideAttempt(self, observed, offer),
+      ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer)
+      : scopedAttempt(
+        Effect.flatMap(Effect.tapError(open, () => seen), (pull) => {
+          const read = Effect.catchAll(
+            pull,
+            (end) => Option.isNone(end) ? Effect.succeed(undefined) : Effect.zipRight(seen, Effect.fail(end.value))
+          )
+          const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect.flatMap(
+            read,
+            (events) => events === undefined ? Effect.void : Effect.zipRight(onEvents(events), loop)
+          )
+          return loop
+        }),
+        observed,
+        offer
+      )
+    return consumed.pipe(
       Effect.zipRight(charged),
       Effect.flatMap(() =>
         acc.finish === undefined
@@ -287,11 +323,14 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           )
           : Effect.void
       ),
-      Effect.either
+      Effect.matchEffect({
+        onSuccess: (): Effect.Effect<Outcome> => Effect.succeed({ _tag: "Completed", acc, attempt: attempt! }),
+        onFailure: (error): Effect.Effect<Outcome> => {
+          const failed = (): Outcome => ({ _tag: "Failed", acc, attempt, error, failedAt: failedAt! })
+          return failedAt === undefined ? Effect.map(seen, failed) : Effect.succeed(failed())
+        }
+      })
     )
-    if (result._tag === "Right") return { _tag: "Completed", acc, attempt: attempt! } as const
-    if (failedAt === undefined) yield* seen
-    return { _tag: "Failed", acc, attempt, error: result.left, failedAt: failedAt! } as const
   })
 
 /**
@@ -626,12 +665,14 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         } as Decision
       })
 
-    const decide = Effect.gen(function*() {
+    // The attempt, then what follows from its outcome: not one generator, whose body would be held on the fiber's
+    // stack for as long as the attempt reads its stream (fix 21).
+    const sendOrContinue = Effect.suspend(() => {
       const resumed = pending
       pending = undefined
       // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
       if (resumed === undefined) live = undefined
-      const outcome = yield* runAttempt<
+      return runAttempt<
         E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
         R | Budget.Budget,
         RH
@@ -645,100 +686,103 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         resumed?.acc,
         offer
       )
-      if (outcome.attempt === undefined) {
-        // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
-        const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
-        lastShown = 0
-        yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
-        const stop = Budget.isBudgetExhausted(error)
-          ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-          : surface(
-            HookError.isHookError(error)
-              ? error
-              : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
-          )
-        return { _tag: "Stop", error, stop } as Decision
-      }
-      const attempt = outcome.attempt
-      yield* Effect.annotateCurrentSpan(A.attempt, attempt)
-
-      if (outcome._tag === "Completed") {
-        const { acc } = outcome
-        const finish = acc.finish!
-        const reply = new Generation.Reply({
-          text: acc.text,
-          reasoning: acc.reasoning,
-          reasoningParts: acc.reasoningParts,
-          toolCalls: acc.toolCalls,
-          finishReason: finish.reason,
-          providerFinishReason: finish.providerReason,
-          usage: Option.fromNullable(acc.usage),
-          attempts: attemptsOfReply
-        })
-        yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
-        return { _tag: "Commit", reply } as Decision
-      }
-
-      const { acc, error, failedAt } = outcome
-      lastShown = acc.text.length
-      const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
-      const resumable = replay ? resumableNow() : undefined
-      if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-        const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
-        if (resume !== undefined) return resume
-      }
-      yield* notify(
-        N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
-      )
-      yield* Metric.increment(meters.discards)
-      yield* Effect.annotateCurrentSpan({
-        ...Telemetry.failureAttributes(error),
-        [A.discardedChars]: acc.text.length,
-        [A.outcome]: "surfaced"
-      })
-      if (Budget.isBudgetExhausted(error)) {
-        return stop(
-          fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-        )
-      }
-      if (HookError.isHookError(error)) return stop(surface(error))
-      // Server pushback concerns every process on the key, whatever becomes of this failure.
-      yield* pushback(error, failedAt)
-
-      const verdict = Classification.classify(error)
-      yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-      if (verdict._tag === "Permanent") {
-        return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-      }
-      if (!replay) {
-        yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
-        return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-      }
-      if (acc.effectful) {
-        yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-        return stop(
-          surface(
-            RecoveryErrorFamily.withAttemptFacts(error, {
-              partialOutputChars: acc.text.length,
-              replayBlocked: "ExternalEffects"
-            })
-          )
-        )
-      }
-      errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
-
-      const remainingAttempts = yield* allowance.remainingAttempts
-      if (remainingAttempts === 0) return stop(exhausted("Attempts"))
-      const scheduled = yield* scheduleNext({
-        attempt,
-        remainingAttempts,
-        retryAfter: verdict.retryAfter,
-        immediate: false
-      })
-      return Either.isLeft(scheduled)
-        ? stop(scheduled.left)
-        : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
     })
+    const decide = Effect.flatMap(sendOrContinue, (outcome) =>
+      Effect.gen(function*() {
+        if (outcome.attempt === undefined) {
+          // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
+          const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
+          lastShown = 0
+          yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
+          const stop = Budget.isBudgetExhausted(error)
+            ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+            : surface(
+              HookError.isHookError(error)
+                ? error
+                : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
+            )
+          return { _tag: "Stop", error, stop } as Decision
+        }
+        const attempt = outcome.attempt
+        yield* Effect.annotateCurrentSpan(A.attempt, attempt)
+
+        if (outcome._tag === "Completed") {
+          const { acc } = outcome
+          const finish = acc.finish!
+          const reply = new Generation.Reply({
+            text: acc.text,
+            reasoning: acc.reasoning,
+            reasoningParts: acc.reasoningParts,
+            toolCalls: acc.toolCalls,
+            finishReason: finish.reason,
+            providerFinishReason: finish.providerReason,
+            usage: Option.fromNullable(acc.usage),
+            attempts: attemptsOfReply
+          })
+          yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
+          return { _tag: "Commit", reply } as Decision
+        }
+
+        const { acc, error, failedAt } = outcome
+        lastShown = acc.text.length
+        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+        const resumable = replay ? resumableNow() : undefined
+        if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
+          const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
+          if (resume !== undefined) return resume
+        }
+        yield* notify(
+          N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+        )
+        yield* Metric.increment(meters.discards)
+        yield* Effect.annotateCurrentSpan({
+          ...Telemetry.failureAttributes(error),
+          [A.discardedChars]: acc.text.length,
+          [A.outcome]: "surfaced"
+        })
+        if (Budget.isBudgetExhausted(error)) {
+          return stop(
+            fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+          )
+        }
+        if (HookError.isHookError(error)) return stop(surface(error))
+        // Server pushback concerns every process on the key, whatever becomes of this failure.
+        yield* pushback(error, failedAt)
+
+        const verdict = Classification.classify(error)
+        yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+        if (verdict._tag === "Permanent") {
+          return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+        }
+        if (!replay) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+          return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+        }
+        if (acc.effectful) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+          return stop(
+            surface(
+              RecoveryErrorFamily.withAttemptFacts(error, {
+                partialOutputChars: acc.text.length,
+                replayBlocked: "ExternalEffects"
+              })
+            )
+          )
+        }
+        errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+
+        const remainingAttempts = yield* allowance.remainingAttempts
+        if (remainingAttempts === 0) return stop(exhausted("Attempts"))
+        const scheduled = yield* scheduleNext({
+          attempt,
+          remainingAttempts,
+          retryAfter: verdict.retryAfter,
+          immediate: false
+        })
+        return Either.isLeft(scheduled)
+          ? stop(scheduled.left)
+          : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
+      }))
 
     // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
     // inside it, done outside it).
@@ -758,55 +802,64 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       )
     }
 
-    const attempts = Effect.gen(function*() {
-      while (true) {
+    // The attempts, one after another: each step returns what runs next (the next attempt, or the end), so no
+    // generator's body is held on the fiber's stack while an attempt reads its stream (fix 21).
+    const attempts: Effect.Effect<Generation.Reply, RecoveryError, R | RH> = Effect.suspend(() =>
+      Effect.flatten(Effect.gen(function*() {
         // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
         // the send waits out a pause the fleet is in.
         const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
         if (Option.isSome(beyond)) {
           yield* abandon
-          return yield* exhausted("RetryAfterBeyondDeadline", beyond.value)
+          return exhausted("RetryAfterBeyondDeadline", beyond.value)
         }
-        const decision = yield* attemptInSpan()
-        switch (decision._tag) {
-          case "Commit":
-            live = undefined
-            return decision.reply
-          case "Stop":
-            yield* abandon
-            return yield* decision.stop
-          case "Retry": {
-            const wait = waitFrom(decision.delay, decision.failedAt)
-            // the response left behind is cancelled during the wait, which it does not lengthen (past it, the
-            // replay waits for the cancel, which takes at most 2 s); without one, the wait alone, with no fibers
-            // forked for it
-            yield* resumableNow() === undefined
-              ? Effect.zipRight(Effect.sync(() => (live = undefined)), wait)
-              : Effect.all([abandon, wait], { concurrency: 2, discard: true })
-            break
-          }
-          case "Resume":
-            pending = decision.pending
-            // a poll after a refusal has nothing to wait out (a zero delay: `waitFrom` begins no sleep)
-            yield* waitFrom(decision.delay, decision.failedAt)
-            break
+        return Effect.flatMap(attemptInSpan(), afterAttempt)
+      }))
+    )
+    const afterAttempt = (decision: Decision): Effect.Effect<Generation.Reply, RecoveryError, R | RH> => {
+      switch (decision._tag) {
+        case "Commit":
+          live = undefined
+          return Effect.succeed(decision.reply)
+        case "Stop":
+          return Effect.zipRight(abandon, decision.stop)
+        case "Retry": {
+          const wait = waitFrom(decision.delay, decision.failedAt)
+          // the response left behind is cancelled during the wait, which it does not lengthen (past it, the
+          // replay waits for the cancel, which takes at most 2 s); without one, the wait alone, with no fibers
+          // forked for it
+          return Effect.zipRight(
+            Effect.suspend(() =>
+              resumableNow() === undefined
+                ? Effect.zipRight(Effect.sync(() => (live = undefined)), wait)
+                : Effect.all([abandon, wait], { concurrency: 2, discard: true })
+            ),
+            attempts
+          )
         }
+        case "Resume":
+          pending = decision.pending
+          // a poll after a refusal has nothing to wait out (a zero delay: `waitFrom` begins no sleep)
+          return Effect.zipRight(waitFrom(decision.delay, decision.failedAt), attempts)
       }
-    })
-
-    // Interrupted, recovery cancels the background response it was reading, if there is one.
-    const reply = yield* Effect.onInterrupt(attempts, () => abandon)
-    yield* notify(N.Committed({ reply }))
-    yield* Metric.increment(meters.committed)
-    yield* Effect.annotateCurrentSpan(replyAttributes(reply))
-    if (options.hooks?.afterGeneration !== undefined) {
-      yield* Effect.mapError(
-        options.hooks.afterGeneration(reply),
-        (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
-      )
     }
-    return reply
-  })
+
+    // Interrupted, recovery cancels the background response it was reading, if there is one. Returned to run after
+    // this generator has finished (`Effect.flatten`), not in it: its body is not held while the attempts run.
+    return Effect.flatMap(Effect.onInterrupt(attempts, () => abandon), (reply) =>
+      Effect.gen(function*() {
+        yield* notify(N.Committed({ reply }))
+        yield* Metric.increment(meters.committed)
+        yield* Effect.annotateCurrentSpan(replyAttributes(reply))
+        if (options.hooks?.afterGeneration !== undefined) {
+          yield* Effect.mapError(
+            options.hooks.afterGeneration(reply),
+            (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
+          )
+        }
+        return reply
+      }))
+  }).pipe(Effect.flatten)
 
 const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
   [A.attempts]: reply.attempts,
