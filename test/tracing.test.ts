@@ -104,6 +104,13 @@ for (const protocol of protocols) {
           assert.strictEqual(a.parentSpanContext?.spanId, replySpan.spanContext().spanId)
           assert.strictEqual(a.spanContext().traceId, replySpan.spanContext().traceId)
         }
+        // each send's own span (the HTTP client's) is a child of its attempt's
+        const sends = spans.filter((s) => s.name.startsWith("http.client"))
+        assert.strictEqual(sends.length, 3, spans.map((s) => s.name).join(", "))
+        assert.sameMembers(
+          sends.map((s) => s.parentSpanContext?.spanId),
+          attempts.map((a) => a.spanContext().spanId)
+        )
         const byAttempt = [...attempts].sort((a, b) =>
           (a.attributes["reprise.attempt"] as number) - (b.attributes["reprise.attempt"] as number)
         )

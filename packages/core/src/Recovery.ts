@@ -163,12 +163,16 @@ const leftOf = (delay: Duration.Duration, since: bigint): Effect.Effect<Duration
 const provideAttempt = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   allowance: Budget.Allowance,
-  offer: Resumption.Service
+  offer: Resumption.Service,
+  span: Tracer.Span
 ): Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>> =>
   // the same requirement as `Exclude<R, Budget | Resumption>`, spelled as two services provided in turn would be
   Effect.provide(
     self,
-    Context.make(Budget.Budget, allowance).pipe(Context.add(Resumption.Resumption, offer))
+    Context.make(Budget.Budget, allowance).pipe(
+      Context.add(Resumption.Resumption, offer),
+      Context.add(Tracer.ParentSpan, span)
+    )
   ) as Effect.Effect<A, E, never> as Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>>
 
 /**
@@ -179,7 +183,8 @@ const provideAttempt = <A, E, R>(
 const scopedAttempt = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   allowance: Budget.Allowance,
-  offer: Resumption.Service
+  offer: Resumption.Service,
+  span: Tracer.Span
 ): Effect.Effect<A, E, Exclude<Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>, Scope.Scope>> =>
   Effect.acquireUseRelease(
     Scope.make(),
@@ -190,6 +195,7 @@ const scopedAttempt = <A, E, R>(
         self,
         Context.make(Budget.Budget, allowance).pipe(
           Context.add(Resumption.Resumption, offer),
+          Context.add(Tracer.ParentSpan, span),
           Context.add(Scope.Scope, scope)
         )
       ) as Effect.Effect<A, E, never>,
@@ -225,7 +231,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   resend: Effect.Effect<void, Budget.BudgetExhausted>,
   onStart: (attempt: number) => Effect.Effect<void>,
   carried: Accumulator | undefined,
-  offer: Resumption.Service
+  offer: Resumption.Service,
+  span: Tracer.Span
 ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
   // not a generator: a suspended `Effect.gen` body is held on the fiber's stack for as long as the attempt reads its
   // stream (fix 21)
@@ -295,7 +302,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     // The attempt's services are provided to the whole run, not as stages of the stream: a stream stage per attempt
     // measurably costs memory (the chunks' listener and hook get the reply's allowance back, above).
     const consumed = open === undefined
-      ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer)
+      ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer, span)
       : scopedAttempt(
         Effect.flatMap(Effect.tapError(open, () => seen), (pull) => {
           const read = Effect.catchAll(
@@ -309,10 +316,12 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           return loop
         }),
         observed,
-        offer
+        offer,
+        span
       )
     return consumed.pipe(
-      Effect.zipRight(charged),
+      // a run that reserved nothing is charged here, still in its attempt's span
+      Effect.zipRight(Effect.provideService(charged, Tracer.ParentSpan, span)),
       Effect.flatMap(() =>
         acc.finish === undefined
           ? Effect.fail(
@@ -667,139 +676,146 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
 
     // The attempt, then what follows from its outcome: not one generator, whose body would be held on the fiber's
     // stack for as long as the attempt reads its stream (fix 21).
-    const sendOrContinue = Effect.suspend(() => {
-      const resumed = pending
-      pending = undefined
-      // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
-      if (resumed === undefined) live = undefined
-      return runAttempt<
-        E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
-        R | Budget.Budget,
-        RH
-      >(
-        resumed === undefined ? generation : resumed.continuation.stream,
-        allowance,
-        options,
-        notifications,
-        resend,
-        onStart(resumed),
-        resumed?.acc,
-        offer
-      )
-    })
-    const decide = Effect.flatMap(sendOrContinue, (outcome) =>
-      Effect.gen(function*() {
-        if (outcome.attempt === undefined) {
-          // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
-          const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
-          lastShown = 0
-          yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
-          const stop = Budget.isBudgetExhausted(error)
-            ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-            : surface(
-              HookError.isHookError(error)
-                ? error
-                : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
-            )
-          return { _tag: "Stop", error, stop } as Decision
-        }
-        const attempt = outcome.attempt
-        yield* Effect.annotateCurrentSpan(A.attempt, attempt)
-
-        if (outcome._tag === "Completed") {
-          const { acc } = outcome
-          const finish = acc.finish!
-          const reply = new Generation.Reply({
-            text: acc.text,
-            reasoning: acc.reasoning,
-            reasoningParts: acc.reasoningParts,
-            toolCalls: acc.toolCalls,
-            finishReason: finish.reason,
-            providerFinishReason: finish.providerReason,
-            usage: Option.fromNullable(acc.usage),
-            attempts: attemptsOfReply
-          })
-          yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
-          return { _tag: "Commit", reply } as Decision
-        }
-
-        const { acc, error, failedAt } = outcome
-        lastShown = acc.text.length
-        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
-        const resumable = replay ? resumableNow() : undefined
-        if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-          const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
-          if (resume !== undefined) return resume
-        }
-        yield* notify(
-          N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+    const sendOrContinue = (span: Tracer.Span) =>
+      Effect.suspend(() => {
+        const resumed = pending
+        pending = undefined
+        // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
+        if (resumed === undefined) live = undefined
+        return runAttempt<
+          E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+          R | Budget.Budget,
+          RH
+        >(
+          resumed === undefined ? generation : resumed.continuation.stream,
+          allowance,
+          options,
+          notifications,
+          resend,
+          onStart(resumed),
+          resumed?.acc,
+          offer,
+          span
         )
-        yield* Metric.increment(meters.discards)
-        yield* Effect.annotateCurrentSpan({
-          ...Telemetry.failureAttributes(error),
-          [A.discardedChars]: acc.text.length,
-          [A.outcome]: "surfaced"
-        })
-        if (Budget.isBudgetExhausted(error)) {
-          return stop(
-            fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-          )
-        }
-        if (HookError.isHookError(error)) return stop(surface(error))
-        // Server pushback concerns every process on the key, whatever becomes of this failure.
-        yield* pushback(error, failedAt)
+      })
+    // What follows in the attempt's span: provided for that part only. A region held while the attempt reads its
+    // stream costs about 2.5 KB a reply; the read has the span in its own context (`scopedAttempt`, fix 21).
+    const decide = (span: Tracer.Span) =>
+      Effect.flatMap(sendOrContinue(span), (outcome) =>
+        Effect.provideService(
+          Effect.gen(function*() {
+            if (outcome.attempt === undefined) {
+              // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
+              const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
+              lastShown = 0
+              yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
+              const stop = Budget.isBudgetExhausted(error)
+                ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+                : surface(
+                  HookError.isHookError(error)
+                    ? error
+                    : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
+                )
+              return { _tag: "Stop", error, stop } as Decision
+            }
+            const attempt = outcome.attempt
+            yield* Effect.annotateCurrentSpan(A.attempt, attempt)
 
-        const verdict = Classification.classify(error)
-        yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-        if (verdict._tag === "Permanent") {
-          return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-        }
-        if (!replay) {
-          yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
-          return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-        }
-        if (acc.effectful) {
-          yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-          return stop(
-            surface(
-              RecoveryErrorFamily.withAttemptFacts(error, {
-                partialOutputChars: acc.text.length,
-                replayBlocked: "ExternalEffects"
+            if (outcome._tag === "Completed") {
+              const { acc } = outcome
+              const finish = acc.finish!
+              const reply = new Generation.Reply({
+                text: acc.text,
+                reasoning: acc.reasoning,
+                reasoningParts: acc.reasoningParts,
+                toolCalls: acc.toolCalls,
+                finishReason: finish.reason,
+                providerFinishReason: finish.providerReason,
+                usage: Option.fromNullable(acc.usage),
+                attempts: attemptsOfReply
               })
-            )
-          )
-        }
-        errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+              yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
+              return { _tag: "Commit", reply } as Decision
+            }
 
-        const remainingAttempts = yield* allowance.remainingAttempts
-        if (remainingAttempts === 0) return stop(exhausted("Attempts"))
-        const scheduled = yield* scheduleNext({
-          attempt,
-          remainingAttempts,
-          retryAfter: verdict.retryAfter,
-          immediate: false
-        })
-        return Either.isLeft(scheduled)
-          ? stop(scheduled.left)
-          : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
-      }))
+            const { acc, error, failedAt } = outcome
+            lastShown = acc.text.length
+            const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+            const resumable = replay ? resumableNow() : undefined
+            if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
+              const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
+              if (resume !== undefined) return resume
+            }
+            yield* notify(
+              N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+            )
+            yield* Metric.increment(meters.discards)
+            yield* Effect.annotateCurrentSpan({
+              ...Telemetry.failureAttributes(error),
+              [A.discardedChars]: acc.text.length,
+              [A.outcome]: "surfaced"
+            })
+            if (Budget.isBudgetExhausted(error)) {
+              return stop(
+                fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+              )
+            }
+            if (HookError.isHookError(error)) return stop(surface(error))
+            // Server pushback concerns every process on the key, whatever becomes of this failure.
+            yield* pushback(error, failedAt)
+
+            const verdict = Classification.classify(error)
+            yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+            if (verdict._tag === "Permanent") {
+              return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+            }
+            if (!replay) {
+              yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+              return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+            }
+            if (acc.effectful) {
+              yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+              return stop(
+                surface(
+                  RecoveryErrorFamily.withAttemptFacts(error, {
+                    partialOutputChars: acc.text.length,
+                    replayBlocked: "ExternalEffects"
+                  })
+                )
+              )
+            }
+            errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+
+            const remainingAttempts = yield* allowance.remainingAttempts
+            if (remainingAttempts === 0) return stop(exhausted("Attempts"))
+            const scheduled = yield* scheduleNext({
+              attempt,
+              remainingAttempts,
+              retryAfter: verdict.retryAfter,
+              immediate: false
+            })
+            return Either.isLeft(scheduled)
+              ? stop(scheduled.left)
+              : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
+          }),
+          Tracer.ParentSpan,
+          span
+        ))
 
     // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
     // inside it, done outside it).
     const attemptInSpan = () => {
       let decided: Decision | undefined
-      return decide.pipe(
-        Effect.flatMap((decision) => {
+      // `Effect.useSpan`, not `Effect.withSpan`: the span is provided where it is needed (`decide`), not around the
+      // whole attempt
+      return Effect.useSpan(Telemetry.SpanName.attempt, {
+        attributes: { [A.maxAttempts]: allowance.settings.maxAttempts },
+        captureStackTrace: false
+      }, (span) =>
+        Effect.flatMap(decide(span), (decision) => {
           decided = decision
           return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
-        }),
-        Effect.withSpan(Telemetry.SpanName.attempt, {
-          attributes: { [A.maxAttempts]: allowance.settings.maxAttempts },
-          captureStackTrace: false
-        }),
-        Effect.ignore,
-        Effect.map(() => decided!)
-      )
+        })).pipe(Effect.ignore, Effect.map(() => decided!))
     }
 
     // The attempts, one after another: each step returns what runs next (the next attempt, or the end), so no
