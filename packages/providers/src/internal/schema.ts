@@ -119,20 +119,25 @@ export const guardOf = <A, I>(schema: Schema.Schema<A, I>): ((input: unknown) =>
   Option.getOrUndefined(AST.getAnnotation<(input: unknown) => A | undefined>(schema.ast, TopGuardId))
 
 /**
- * `Schema.decodeUnknownEither(schema)`, with the schema's guard (`withGuard`) first when it has one: it accepts and
- * rejects what the schema does, and what it returns agrees with the schema's value on every declared member.
+ * `Schema.decodeUnknownEither(schema)`, with the schema's guard (`withGuard`) first when it has one, returning the
+ * decoded value or the schema's `ParseError` bare (no `Either` per value: it runs once per event). It accepts and
+ * rejects what the schema does, with the schema's issue, and what it returns agrees with the schema's value on every
+ * declared member. The stream's JSON decoder (`internal/sse.ts`, `jsonDecoder`) decodes every event with it.
  *
  * @internal
  */
 export const decodeFast = <A, I>(
   schema: Schema.Schema<A, I>
-): (input: unknown) => Either.Either<A, ParseResult.ParseError> => {
+): (input: unknown) => A | ParseResult.ParseError => {
   const validate = Schema.decodeUnknownEither(schema)
   const guard = guardOf(schema)
-  if (guard === undefined) return validate
   return (input) => {
-    const value = guard(input)
-    return value === undefined ? validate(input) : Either.right(value)
+    if (guard !== undefined) {
+      const value = guard(input)
+      if (value !== undefined) return value
+    }
+    const result = validate(input)
+    return result._tag === "Right" ? result.right : result.left
   }
 }
 

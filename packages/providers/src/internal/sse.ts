@@ -32,7 +32,7 @@ import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
-import { guardOf } from "./schema.js"
+import { decodeFast } from "./schema.js"
 import type { Settings } from "./settings.js"
 
 const tooLarge = (settings: Settings) =>
@@ -71,12 +71,8 @@ export interface Event {
   readonly data: string
 }
 
-/**
- * The name of an event's type: its `event` field, or `message` when it has none.
- *
- * @internal
- */
-export const eventName = (event: Event): string => event.event ?? "message"
+/** The name of an event's type: its `event` field, or `message` when it has none. */
+const eventName = (event: Event): string => event.event ?? "message"
 
 /**
  * The SSE parser of one body: `eventsource-parser`'s, fed each read's text whole (it finds line ends with `indexOf`),
@@ -144,8 +140,8 @@ export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/s
 /**
  * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
  * `ProviderRejection{reason: "MalformedStream"}`, as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
- * validation, per event: a schema with a guard (`withGuard`, the hot events) is checked by its guard first (as
- * `decodeFast` does), and an event the guard leaves is decoded by the schema, which reports the issue. A decoded
+ * validation, per event (`decodeFast`): a schema with a guard (`withGuard`, the hot events) is checked by its guard
+ * first, and an event the guard leaves is decoded by the schema, which reports the issue. A decoded
  * event is returned as it is, not wrapped (fix 20 of `docs/performance.md`).
  *
  * No step recurses into the event's nesting (`JSON.parse` does not, and the schemas read a bounded depth, leaving
@@ -155,8 +151,7 @@ export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/s
  * @internal
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
-  const validate = Schema.decodeUnknownEither(schema)
-  const guard = guardOf(schema)
+  const validate = decodeFast(schema)
   const malformed = (event: Event, reason: string) =>
     new Failed(
       new ProviderRejection.ProviderRejection({
@@ -177,19 +172,15 @@ export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Setting
       // input could survive in part. The data itself is shown above, scrubbed, then cut.
       return malformed(event, "not valid JSON")
     }
-    if (guard !== undefined) {
-      const taken = guard(json)
-      if (taken !== undefined) return taken
-    }
-    const result = validate(json)
-    if (result._tag === "Right") return result.right
+    const decoded = validate(json)
+    if (!(decoded instanceof ParseResult.ParseError)) return decoded
     // Measured only on this failure path: the hot path pays nothing for it.
     const depth = Json.textDepth(event.data)
     return malformed(
       event,
       depth > ProviderOptions.maxNestingDepth
         ? `nested deeper than ${ProviderOptions.maxNestingDepth} levels (${depth}), not decoded further`
-        : ParseResult.TreeFormatter.formatErrorSync(result.left)
+        : ParseResult.TreeFormatter.formatErrorSync(decoded)
     )
   }
 }
