@@ -53,6 +53,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as Types from "effect/Types"
 import * as Background from "./internal/background.js"
+import * as Body from "./internal/body.js"
 import * as Events from "./internal/events.js"
 import * as Failure from "./internal/failure.js"
 import * as Fallback from "./internal/fallback.js"
@@ -1040,7 +1041,7 @@ const backgroundStream = (
     const { complete, decode, machine } = decoder(variant.protocol, settings, context, variant.doneIsTerminal, track)
     const read = (response: HttpClientResponse.HttpClientResponse) => {
       context.requestId = Option.getOrUndefined(Send.responseRequestId(response, settings.scrub))
-      return SseInternal.run({ body: response.stream, settings, decode, machine, requestId: context.requestId })
+      return SseInternal.run({ body: Body.pull(response), settings, decode, machine, requestId: context.requestId })
     }
 
     const resume = (id: string, after: number) =>

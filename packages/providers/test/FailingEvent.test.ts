@@ -33,7 +33,7 @@ describe("a failing event emits nothing", () => {
       }
       const settings = Settings.settings("openai-chat", { apiKey: Redacted.make("sk-test") })
       const texts: Array<string> = []
-      const result = yield* runBody({ body, settings, decode: (e) => e.data, machine }).pipe(
+      const result = yield* runBody({ body: Stream.toPull(body), settings, decode: (e) => e.data, machine }).pipe(
         Stream.runForEachChunk((chunk) =>
           Effect.sync(() => {
             for (const e of Chunk.toReadonlyArray(chunk)) if (e._tag === "TextDelta") texts.push(e.text)

@@ -146,7 +146,7 @@ describe("idleTimeout", () => {
         apiKey: Redacted.make("sk-test"),
         idleTimeout: Duration.seconds(120)
       })
-      const events = run({ body, settings, decode: (event) => event.data, machine })
+      const events = run({ body: Stream.toPull(body), settings, decode: (event) => event.data, machine })
       const consumer = yield* Effect.fork(Stream.runForEach(events, (event) =>
         Effect.sync(() => {
           order.push(event._tag)

@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ProviderOptions from "../ProviderOptions.js"
+import * as Body from "./body.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import * as RequestChecks from "./requestChecks.js"
@@ -64,7 +65,7 @@ export const makeService = <Ev>(options: {
           const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
           const decoder = options.decoder({ requestId })
           return SseInternal.pull({
-            body: response.stream,
+            body: Body.pull(response),
             settings: options.settings,
             decode: decoder.decode,
             machine: decoder.machine,

@@ -7,7 +7,6 @@
  *
  * @internal
  */
-import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as Generation from "@reprise/core/Generation"
 import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
@@ -28,6 +27,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import * as ProviderOptions from "../ProviderOptions.js"
+import type * as Body from "./body.js"
 import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
@@ -473,7 +473,8 @@ export const run = <Ev>(
  * @internal
  */
 export interface RunOptions<Ev> {
-  readonly body: Stream.Stream<Uint8Array, HttpClientError.ResponseError>
+  /** The pull of the response body, opened in the attempt's scope: `Body.pull(response)`. */
+  readonly body: Effect.Effect<Body.Pull, never, Scope.Scope>
   readonly settings: Settings
   readonly decode: Decode<Ev>
   readonly machine: Machine<Ev>
@@ -494,7 +495,7 @@ export const pull = <Ev>(
     // the body in a scope of its own, closed as soon as an idle timeout stops the reading (the request is aborted
     // then, not once the consumer has handled the end)
     const bodyScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const body = yield* Scope.extend(Stream.toPull(options.body), bodyScope)
+    const body = yield* Scope.extend(options.body, bodyScope)
     // the body's text until its first SSE event; undefined from that event on, or past `maxJsonBody`
     let head: string | undefined = ""
     const keepHead = (text: string) => {

@@ -1,0 +1,225 @@
+/**
+ * The pull of a streamed response body, a read at a time.
+ *
+ * Over the undici client of @effect/platform-node (the client DESIGN §3 builds every provider on), the body is read
+ * from undici's own `Readable`, the one the platform's `response.stream` reads: the same reads (`read()` until it has
+ * nothing buffered), the same end, the same failure (a `ResponseError` of reason `"Decode"` with the stream's error as
+ * its cause), and the same release (the body destroyed if it is still open, then the request aborted). A web response
+ * (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream` the same way, a `read()` per
+ * pull. What both leave out is the platform's stream around those reads: a channel, its executor, and the state of
+ * `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's response is read through
+ * `response.stream`.
+ *
+ * Both rest on the shape of the platform's responses (`source`, and `original` and `controller` under `HttpClient`'s
+ * wrapper), which no type exports; `Body.test.ts` pins it for the versions in the lockfile, and a response of another
+ * shape is read through `response.stream`, as before.
+ *
+ * @internal
+ */
+import * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+
+/**
+ * A pull of the body: the reads buffered at the time (one or more), or its end (`None`) or failure.
+ *
+ * @internal
+ */
+export type Pull = Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.ResponseError>>
+
+/** What is read of undici's body: a Node `Readable` in paused mode. */
+interface NodeReadable {
+  readonly readable: boolean
+  readonly closed?: boolean
+  read(): Uint8Array | null
+  on(event: string, listener: (...args: Array<any>) => void): unknown
+  off(event: string, listener: (...args: Array<any>) => void): unknown
+  destroy(): unknown
+}
+
+const isNodeReadable = (value: unknown): value is NodeReadable =>
+  typeof value === "object" && value !== null &&
+  typeof (value as NodeReadable).read === "function" &&
+  typeof (value as NodeReadable).on === "function" &&
+  typeof (value as NodeReadable).off === "function" &&
+  typeof (value as NodeReadable).destroy === "function" &&
+  typeof (value as NodeReadable).readable === "boolean"
+
+/**
+ * The client's own response under @effect/platform's `HttpClient` wrapper (`InterruptibleResponse`: `original`, and
+ * the `controller` that aborts the request, which the wrapper's `stream` calls once the body is done), or the response
+ * itself when it is not wrapped (a client scoped with `HttpClient.withScope`).
+ */
+const unwrap = (
+  response: HttpClientResponse.HttpClientResponse
+): { readonly original: unknown; readonly controller: AbortController | undefined } => {
+  const wrapper = response as { readonly original?: unknown; readonly controller?: unknown }
+  return typeof wrapper.original === "object" && wrapper.original !== null &&
+      wrapper.controller instanceof AbortController
+    ? { original: wrapper.original, controller: wrapper.controller }
+    : { original: response, controller: undefined }
+}
+
+const sourceOf = (original: unknown): unknown =>
+  typeof original === "object" && original !== null ? (original as { readonly source?: unknown }).source : undefined
+
+/**
+ * undici's body of a response of @effect/platform-node's undici client (`source.body`, the `Dispatcher.ResponseData`
+ * it wraps) and the request's controller, or `undefined` for a response of any other client.
+ *
+ * @internal
+ */
+export const undiciBody = (
+  response: HttpClientResponse.HttpClientResponse
+): { readonly readable: NodeReadable; readonly controller: AbortController | undefined } | undefined => {
+  const { controller, original } = unwrap(response)
+  const source = sourceOf(original)
+  if (typeof source !== "object" || source === null) return undefined
+  const body: unknown = (source as { readonly body?: unknown }).body
+  return isNodeReadable(body) ? { readable: body, controller } : undefined
+}
+
+/**
+ * The web `ReadableStream` of a response built by `HttpClientResponse.fromWeb` (the fetch client's, and any client
+ * made of web responses) and the request's controller, or `undefined` for any other response, or one without a body
+ * (which `response.stream` fails as `EmptyBody`).
+ *
+ * @internal
+ */
+export const webBody = (
+  response: HttpClientResponse.HttpClientResponse
+): { readonly body: ReadableStream<Uint8Array>; readonly controller: AbortController | undefined } | undefined => {
+  const { controller, original } = unwrap(response)
+  const source = sourceOf(original)
+  if (typeof Response === "undefined" || !(source instanceof Response) || source.body === null) return undefined
+  return { body: source.body, controller }
+}
+
+/**
+ * The body's pull, in the scope: read from undici's `Readable` when the response is the undici client's
+ * ({@link undiciBody}), from the web `ReadableStream` when it is a web response ({@link webBody}), otherwise
+ * `Stream.toPull(response.stream)`.
+ *
+ * @internal
+ */
+export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<Pull, never, Scope.Scope> => {
+  const undici = undiciBody(response)
+  if (undici !== undefined) return fromReadable(response, undici.readable, undici.controller)
+  const web = webBody(response)
+  if (web !== undefined) return fromWeb(response, web.body, web.controller)
+  return Stream.toPull(response.stream)
+}
+
+const noop = () => {}
+
+/**
+ * A web body's pull: one `read()` of its reader per pull. Released with the reader's `cancel`, then the request's
+ * abort, as the platform's `response.stream` releases it.
+ */
+const fromWeb = (
+  response: HttpClientResponse.HttpClientResponse,
+  body: ReadableStream<Uint8Array>,
+  controller: AbortController | undefined
+): Effect.Effect<Pull, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => body.getReader()),
+      // a failed body's `cancel` rejects with its failure, which the pull has already told
+      (reader) =>
+        Effect.promise(() =>
+          reader.cancel().then(noop, noop).finally(() => {
+            controller?.abort()
+          })
+        )
+    ),
+    (reader): Pull => {
+      const end: Pull = Effect.fail(Option.none())
+      return Effect.async((resume) => {
+        reader.read().then(
+          (result) => resume(result.done ? end : Effect.succeed(Chunk.of(result.value))),
+          (cause) =>
+            resume(Effect.fail(Option.some(
+              new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
+            )))
+        )
+      })
+    }
+  )
+
+/**
+ * undici's body's pull: every read buffered at the time of the pull, or a wait for the body's `readable`, `end` or
+ * `error`. Released by destroying the body unless it has closed, then the request's abort, as the platform's
+ * `response.stream` releases it.
+ */
+const fromReadable = (
+  response: HttpClientResponse.HttpClientResponse,
+  readable: NodeReadable,
+  controller: AbortController | undefined
+): Effect.Effect<Pull, never, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        // the body's end (`None`) or failure, once it is known
+        let outcome: Option.Option<HttpClientError.ResponseError> | undefined = readable.readable
+          ? undefined
+          : Option.none()
+        // the pull waiting for the body to have something, if one is
+        let waiting: ((next: Effect.Effect<void>) => void) | undefined
+        // the body signalled since the last `read()` while no pull waited (the fiber may yield between a `read()`
+        // that found nothing and its wait): the wait then passes at once, as the platform's latch would
+        let signalled = false
+        const wake = () => {
+          const resume = waiting
+          waiting = undefined
+          if (resume !== undefined) resume(Effect.void)
+          else signalled = true
+        }
+        const onReadable = wake
+        const onError = (cause: unknown) => {
+          outcome = Option.some(
+            new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
+          )
+          wake()
+        }
+        const onEnd = () => {
+          outcome ??= Option.none()
+          wake()
+        }
+        readable.on("readable", onReadable)
+        readable.on("error", onError)
+        readable.on("end", onEnd)
+        const wait = Effect.async<void>((resume) => {
+          if (signalled) return resume(Effect.void)
+          waiting = resume
+          return Effect.sync(() => {
+            waiting = undefined
+          })
+        })
+        const read: Pull = Effect.suspend(() => {
+          signalled = false
+          let bytes = readable.read()
+          if (bytes === null) {
+            if (outcome !== undefined) return Effect.fail(outcome)
+            return Effect.zipRight(wait, read)
+          }
+          const reads = [bytes]
+          while ((bytes = readable.read()) !== null) reads.push(bytes)
+          return Effect.succeed(Chunk.unsafeFromArray(reads))
+        })
+        const release = () => {
+          readable.off("readable", onReadable)
+          readable.off("error", onError)
+          readable.off("end", onEnd)
+          if (readable.closed === false) readable.destroy()
+          controller?.abort()
+        }
+        return { read, release }
+      }),
+      ({ release }) => Effect.sync(release)
+    ),
+    ({ read }) => read
+  )
