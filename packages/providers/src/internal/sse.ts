@@ -1,9 +1,10 @@
 /**
- * The body pipeline every protocol shares: `response.stream → the reply size bound (maxReplyBytes) → UTF-8 decoding
- * of each read (streaming) → the SSE parser of `eventsource-parser` (`createParser`, its `maxBufferSize` set to
- * `maxEventSize`) → JSON.parse → the event's schema (its guard first, `decodeFast`)`, the idle timeout over events
- * that make progress, and the runner of a protocol's state machine with terminal enforcement. Parsing, decoding and
- * stepping the events of one read are one synchronous pass, run by one reader fiber that pulls the body itself.
+ * The body pipeline every protocol shares: `the body's pull (Body.pull) → the reply size bound (maxReplyBytes) →
+ * UTF-8 decoding of each read (streaming) → the SSE parser of `eventsource-parser` (`createParser`, its
+ * `maxBufferSize` set to `maxEventSize`) → JSON.parse → the event's schema (its guard first, `decodeFast`)`, the
+ * idle timeout over events that make progress, and the runner of a protocol's state machine with terminal
+ * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass, run by one reader fiber
+ * that pulls the body itself.
  *
  * @internal
  */
@@ -450,14 +451,13 @@ const jsonInsteadOfStream = (
  * Each read is one synchronous pass: its bytes are decoded and fed to the parser, and the events it completes are
  * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
  * event and a timer per event cost far more than the decoding itself (see `docs/performance.md`). The body is read by
- * one pull (`Stream.toPull`) through {@link watched}, not through stream stages: its end, its failure and the machine's
- * end are handled here (fix 14). On an idle timeout reading stops at once, the body is closed, and `machine.end` gets
- * the `Timeout`. A body that fails mid-read is `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see
- * `fromBodyError`); an event over `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`, after the events
- * before it. The body's bytes are counted: past
- * `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then done, the
- * attempt fails with `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The
- * outcome does not depend on how the bytes are cut into reads. A body that ends without a single SSE event and is one
+ * one pull (`Body.pull`, fix 22) through {@link watched}, not through stream stages: its end, its failure and the
+ * machine's end are handled here (fix 14). On an idle timeout reading stops at once, the body is closed, and
+ * `machine.end` gets the `Timeout`. A body that fails mid-read is `TransportError{reason: "Reset"}` (or a
+ * `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is `ProviderRejection{reason:
+ * "MalformedStream"}`, after the events before it. The body's bytes are counted: past `maxReplyBytes`, the events
+ * within the bound are decoded and stepped, and unless the machine is then done, the attempt fails with
+ * `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The outcome does not depend on how the bytes are cut into reads. A body that ends without a single SSE event and is one
  * JSON value is read as such (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature
  * EOF. A `retry:` field is ignored (no provider sends one). Interruption passes through untouched.
  *
