@@ -457,9 +457,10 @@ const jsonInsteadOfStream = (
  * `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is `ProviderRejection{reason:
  * "MalformedStream"}`, after the events before it. The body's bytes are counted: past `maxReplyBytes`, the events
  * within the bound are decoded and stepped, and unless the machine is then done, the attempt fails with
- * `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The outcome does not depend on how the bytes are cut into reads. A body that ends without a single SSE event and is one
- * JSON value is read as such (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature
- * EOF. A `retry:` field is ignored (no provider sends one). Interruption passes through untouched.
+ * `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The outcome does not depend
+ * on how the bytes are cut into reads. A body that ends without a single SSE event and is one JSON value is read as
+ * such (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature EOF. A `retry:` field
+ * is ignored (no provider sends one). Interruption passes through untouched.
  *
  * @internal
  */
