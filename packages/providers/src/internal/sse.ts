@@ -35,6 +35,7 @@ import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import { decodeFast } from "./schema.js"
 import type { Settings } from "./settings.js"
+import * as Utf8 from "./utf8.js"
 
 const tooLarge = (settings: Settings) =>
   new ProviderRejection.ProviderRejection({
@@ -77,9 +78,9 @@ const eventName = (event: Event): string => event.event ?? "message"
 
 /**
  * The SSE parser of one body: `eventsource-parser`'s, fed each read's text whole (it finds line ends with `indexOf`),
- * its buffered event bounded by `maxEventSize` characters. `feed` decodes the reads in order (`decoder` runs in
- * streaming mode, so a character cut between two reads is decoded whole; it strips a leading BOM and replaces
- * invalid bytes as `Stream.decodeText` does), passes each read's text to `onText`, and says whether the buffered
+ * its buffered event bounded by `maxEventSize` characters. `feed` decodes the reads in order (`Utf8.makeDecoder`:
+ * as a streaming `TextDecoder`, so a character cut between two reads is decoded whole; it strips a leading BOM and
+ * replaces invalid bytes as `Stream.decodeText` does), passes each read's text to `onText`, and says whether the buffered
  * event overflowed the bound (then nothing more is fed: the parser stops at that point).
  *
  * Replaced `@effect/experimental/Sse`, which scans its input one character at a time, and with it the line-by-line
@@ -97,7 +98,7 @@ export const makeParser = (maxEventSize: number, onEvent: (event: Event) => void
     },
     maxBufferSize: maxEventSize
   })
-  const decoder = new TextDecoder()
+  const decode = Utf8.makeDecoder()
   // A read ending in "\r" ends its line now: the parser would wait for the next character (a "\n" of a CRLF), so
   // with CR-only line endings an event would wait for the next read. The line is ended here, and a "\n" that then
   // starts the next read is the rest of that CRLF, dropped.
@@ -106,7 +107,7 @@ export const makeParser = (maxEventSize: number, onEvent: (event: Event) => void
     feed: (reads: Iterable<Uint8Array>, onText?: (text: string) => void): boolean => {
       for (const bytes of reads) {
         if (overflowed) break
-        let text = decoder.decode(bytes, streaming)
+        let text = decode(bytes)
         onText?.(text)
         if (text.length === 0) continue
         if (endedWithCr && text.charCodeAt(0) === 10) text = text.slice(1)
@@ -117,8 +118,6 @@ export const makeParser = (maxEventSize: number, onEvent: (event: Event) => void
     }
   }
 }
-
-const streaming = { stream: true } as const
 
 /**
  * A failure of an event's decoding, as {@link Decode} returns it: the decoded events themselves are returned bare, so
