@@ -80,8 +80,8 @@ const eventName = (event: Event): string => event.event ?? "message"
  * The SSE parser of one body: `eventsource-parser`'s, fed each read's text whole (it finds line ends with `indexOf`),
  * its buffered event bounded by `maxEventSize` characters. `feed` decodes the reads in order (`Utf8.makeDecoder`:
  * as a streaming `TextDecoder`, so a character cut between two reads is decoded whole; it strips a leading BOM and
- * replaces invalid bytes as `Stream.decodeText` does), passes each read's text to `onText`, and says whether the buffered
- * event overflowed the bound (then nothing more is fed: the parser stops at that point).
+ * replaces invalid bytes as `Stream.decodeText` does), passes each read's text to `onText`, and says whether the
+ * buffered event overflowed the bound (then nothing more is fed: the parser stops at that point).
  *
  * Replaced `@effect/experimental/Sse`, which scans its input one character at a time, and with it the line-by-line
  * feeding that kept that parser linear (see `docs/performance.md`). Events, ids, comments, `retry:` and line endings
