@@ -2,28 +2,28 @@
  * The body reader (`internal/body.ts`) over a real node:http server on 127.0.0.1 and the real undici client of
  * @effect/platform-node, the fetch client of @effect/platform, and node:http's client: it reads undici's own `Readable`
  * for the undici client's responses, the web `ReadableStream` for web responses, and `response.stream` for any other
- * client's. The first test of each pins the shape it relies on, so an upgrade of @effect/platform or
- * @effect/platform-node that changes it fails here instead of falling back without a word.
+ * client's. The first test of each client ("takes its path") pins the shape it relies on, so an upgrade of
+ * @effect/platform or @effect/platform-node that changes it fails here instead of falling back without a word.
  */
 import { FetchHttpClient, HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Option, Scope } from "effect"
+import { Chunk, Effect, Exit, type Layer, Option, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
 import { server } from "./support/harness.js"
 import type { Handler } from "./support/harness.js"
 
-const withServer = <A, E, R>(
-  handler: Handler,
-  f: (s: Effect.Effect.Success<ReturnType<typeof server>>) => Effect.Effect<A, E, R>
-) => Effect.scoped(Effect.flatMap(server(handler), f))
+type Served = Effect.Effect.Success<ReturnType<typeof server>>
 
-const withUndici = <A, E, R>(
+/** A loopback server with `handler`, and `f` run against it with `client` as the `HttpClient`. */
+const withClient = <A, E, R>(
+  client: Layer.Layer<HttpClient.HttpClient>,
   handler: Handler,
-  f: (s: Effect.Effect.Success<ReturnType<typeof server>>) => Effect.Effect<A, E, R>
-) => withServer(handler, f).pipe(Effect.provide(NodeHttpClient.layerUndici))
+  f: (s: Served) => Effect.Effect<A, E, R>
+) => Effect.scoped(Effect.flatMap(server(handler), f)).pipe(Effect.provide(client))
 
 const post = (url: string) => Effect.flatMap(HttpClient.HttpClient, (client) => client.post(url))
 
@@ -52,133 +52,103 @@ const writeInParts = (res: Http.ServerResponse, parts: ReadonlyArray<string>, th
 
 const parts = Array.from({ length: 40 }, (_, i) => `data: {"part":${i},"pad":"${"x".repeat(i * 37)}"}\n\n`)
 
-describe("the body reader over the undici client", () => {
-  it.effect("reads undici's own body for the undici client's responses", () =>
-    withUndici((_req, res) => res.end("data: 1\n\n"), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        const undici = Body.undiciBody(response)
-        assert.isDefined(undici, "the platform's response no longer exposes undici's body where body.ts reads it")
-        assert.isDefined(undici!.controller, "the platform's response no longer carries its AbortController")
-        assert.isUndefined(Body.webBody(response))
-      })))
+const clients = [
+  {
+    name: "the undici client",
+    layer: NodeHttpClient.layerUndici,
+    controller: (response: HttpClientResponse.HttpClientResponse) => Body.undiciBody(response)?.controller,
+    // the shape body.ts reads, pinned: undici's own body and the request's controller
+    shape: (response: HttpClientResponse.HttpClientResponse) => {
+      const undici = Body.undiciBody(response)
+      assert.isDefined(undici, "the platform's response no longer exposes undici's body where body.ts reads it")
+      assert.isDefined(undici!.controller, "the platform's response no longer carries its AbortController")
+      assert.isUndefined(Body.webBody(response))
+    }
+  },
+  {
+    name: "the fetch client (web responses)",
+    layer: FetchHttpClient.layer,
+    controller: (response: HttpClientResponse.HttpClientResponse) => Body.webBody(response)?.controller,
+    shape: (response: HttpClientResponse.HttpClientResponse) => {
+      assert.isUndefined(Body.undiciBody(response))
+      const web = Body.webBody(response)
+      assert.isDefined(web, "the platform's web response no longer exposes its Response")
+      assert.isDefined(web!.controller, "the platform's response no longer carries its AbortController")
+    }
+  },
+  {
+    name: "node:http's client (read through response.stream)",
+    layer: NodeHttpClient.layer,
+    controller: (_: HttpClientResponse.HttpClientResponse): AbortController | undefined => undefined,
+    shape: (response: HttpClientResponse.HttpClientResponse) => {
+      assert.isUndefined(Body.undiciBody(response))
+      assert.isUndefined(Body.webBody(response))
+    }
+  }
+] as const
 
-  it.effect("reads every byte, in order, then ends", () =>
-    withUndici((_req, res) => writeInParts(res, parts, () => res.end()), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
-        assert.strictEqual(result.bytes, parts.join(""))
-        assert.isTrue(Option.isNone(result.end))
-        assert.isAbove(result.reads, 1)
-      })))
+for (const client of clients) {
+  describe(`the body reader over ${client.name}`, () => {
+    it.effect("takes its path", () =>
+      withClient(client.layer, (_req, res) => res.end("data: 1\n\n"), (s) => Effect.map(post(s.url), client.shape)))
 
-  it.effect("a body cut mid-way fails as a ResponseError of reason Decode, after the bytes before the cut", () =>
-    withUndici(
-      (_req, res) => writeInParts(res, parts.slice(0, 5), () => setImmediate(() => res.socket?.destroy())),
-      (s) =>
+    it.effect("reads every byte, in order, then ends", () =>
+      withClient(client.layer, (_req, res) => writeInParts(res, parts, () => res.end()), (s) =>
         Effect.gen(function*() {
           const response = yield* post(s.url)
           const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
-          assert.strictEqual(result.bytes, parts.slice(0, 5).join(""))
-          const error = Option.getOrThrow(result.end) as HttpClientError.ResponseError
-          assert.strictEqual(error._tag, "ResponseError")
-          assert.strictEqual(error.reason, "Decode")
-          assert.isDefined(error.cause)
-        })
-    ))
+          assert.strictEqual(result.bytes, parts.join(""))
+          assert.isTrue(Option.isNone(result.end))
+          assert.isAbove(result.reads, 1)
+        })))
 
-  it.effect("closing the scope before the end destroys the body and aborts the request", () =>
-    withUndici((_req, res) => writeInParts(res, parts.slice(0, 3), () => {}), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        const undici = Body.undiciBody(response)!
-        const scope = yield* Scope.make()
-        const pull = yield* Scope.extend(Body.pull(response), scope)
-        const first = yield* pull
-        assert.isAbove(Chunk.size(first), 0)
-        assert.isFalse(undici.readable.closed)
-        yield* Scope.close(scope, Exit.void)
-        assert.isTrue(undici.controller!.signal.aborted)
-        // the server sees its response's connection close before the response finished
-        yield* s.awaitAbort(0)
-        assert.deepStrictEqual(s.aborted, [0])
-      })))
+    it.effect("a body cut mid-way fails as a ResponseError of reason Decode, after the bytes before the cut", () =>
+      withClient(
+        client.layer,
+        (_req, res) => writeInParts(res, parts.slice(0, 5), () => setImmediate(() => res.socket?.destroy())),
+        (s) =>
+          Effect.gen(function*() {
+            const response = yield* post(s.url)
+            const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
+            assert.strictEqual(result.bytes, parts.slice(0, 5).join(""))
+            const error = Option.getOrThrow(result.end) as HttpClientError.ResponseError
+            assert.strictEqual(error._tag, "ResponseError")
+            assert.strictEqual(error.reason, "Decode")
+            assert.isDefined(error.cause)
+          })
+      ))
 
-  it.effect("an empty body ends at once", () =>
-    withUndici((_req, res) => {
-      res.writeHead(200, { "content-type": "text/event-stream" })
-      res.end()
-    }, (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
-        assert.strictEqual(result.bytes, "")
-        assert.strictEqual(result.reads, 0)
-        assert.isTrue(Option.isNone(result.end))
-      })))
-})
+    it.effect("closing the scope before the end aborts the request: the server sees its connection close", () =>
+      withClient(
+        client.layer,
+        (_req, res) => writeInParts(res, parts.slice(0, 3), () => {}),
+        (s) =>
+          Effect.gen(function*() {
+            const response = yield* post(s.url)
+            const controller = client.controller(response)
+            const scope = yield* Scope.make()
+            const pull = yield* Scope.extend(Body.pull(response), scope)
+            assert.isAbove(Chunk.size(yield* pull), 0)
+            assert.isFalse(controller?.signal.aborted ?? false)
+            yield* Scope.close(scope, Exit.void)
+            // the request's controller is aborted by the release, as the platform's `response.stream` aborts it
+            if (controller !== undefined) assert.isTrue(controller.signal.aborted)
+            yield* s.awaitAbort(0)
+            assert.deepStrictEqual(s.aborted, [0])
+          })
+      ))
 
-const withFetch = <A, E, R>(
-  handler: Handler,
-  f: (s: Effect.Effect.Success<ReturnType<typeof server>>) => Effect.Effect<A, E, R>
-) => withServer(handler, f).pipe(Effect.provide(FetchHttpClient.layer))
-
-describe("the body reader over the fetch client (web responses)", () => {
-  it.effect("reads the web response's own body", () =>
-    withFetch((_req, res) => res.end("data: 1\n\n"), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        assert.isUndefined(Body.undiciBody(response))
-        const web = Body.webBody(response)
-        assert.isDefined(web, "the platform's web response no longer exposes its Response")
-        assert.isDefined(web!.controller, "the platform's response no longer carries its AbortController")
-      })))
-
-  it.effect("reads every byte, in order, then ends", () =>
-    withFetch((_req, res) => writeInParts(res, parts, () => res.end()), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
-        assert.strictEqual(result.bytes, parts.join(""))
-        assert.isTrue(Option.isNone(result.end))
-      })))
-
-  it.effect("a body cut mid-way fails as a ResponseError of reason Decode, after the bytes before the cut", () =>
-    withFetch(
-      (_req, res) => writeInParts(res, parts.slice(0, 5), () => setImmediate(() => res.socket?.destroy())),
-      (s) =>
+    it.effect("an empty body ends at once", () =>
+      withClient(client.layer, (_req, res) => {
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.end()
+      }, (s) =>
         Effect.gen(function*() {
           const response = yield* post(s.url)
           const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
-          assert.strictEqual(result.bytes, parts.slice(0, 5).join(""))
-          const error = Option.getOrThrow(result.end) as HttpClientError.ResponseError
-          assert.strictEqual(error.reason, "Decode")
-        })
-    ))
-
-  it.effect("closing the scope before the end cancels the body: the server sees the request aborted", () =>
-    withFetch((_req, res) => writeInParts(res, parts.slice(0, 3), () => {}), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        const scope = yield* Scope.make()
-        const pull = yield* Scope.extend(Body.pull(response), scope)
-        assert.isAbove(Chunk.size(yield* pull), 0)
-        yield* Scope.close(scope, Exit.void)
-        yield* s.awaitAbort(0)
-        assert.deepStrictEqual(s.aborted, [0])
-      })))
-})
-
-describe("the body reader over any other client", () => {
-  it.effect("reads response.stream (node:http's client)", () =>
-    withServer((_req, res) => writeInParts(res, parts, () => res.end()), (s) =>
-      Effect.gen(function*() {
-        const response = yield* post(s.url)
-        assert.isUndefined(Body.undiciBody(response))
-        assert.isUndefined(Body.webBody(response))
-        const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
-        assert.strictEqual(result.bytes, parts.join(""))
-        assert.isTrue(Option.isNone(result.end))
-      })).pipe(Effect.provide(NodeHttpClient.layer)))
-})
+          assert.strictEqual(result.bytes, "")
+          assert.strictEqual(result.reads, 0)
+          assert.isTrue(Option.isNone(result.end))
+        })))
+  })
+}
