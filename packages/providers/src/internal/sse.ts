@@ -226,13 +226,24 @@ export const watched = <A, E, R>(
     let asked = false
     // the stream's end or failure, once known: every later pull gets it
     let ended: Pull<A, E> | undefined
-    // what the reader delivered while nobody waited (the pull that asked for it was interrupted): the next pull's
+    // what the reader delivered, until a pull takes it: the waiting pull's, or, if the pull that asked for it was
+    // interrupted, the next pull's
     let ready: Pull<A, E> | undefined
+    // A waiting pull is resumed with this one effect, made once, which takes the result from `ready`: never with the
+    // result itself. The fiber's resume message may be allocated in the old generation (V8 pretenures the message's
+    // allocation site once messages outlive scavenges under load), and a dead old message keeps what it points to
+    // alive through every scavenge until the next full collection: the read's events, promoted (docs/performance.md,
+    // fix 24).
+    const takeReady: Pull<A, E> = Effect.suspend(() => {
+      const result = ready!
+      ready = undefined
+      return result
+    })
     const deliver = (result: Pull<A, E>) => {
+      ready = result
       const resume = taker
       taker = undefined
-      if (resume !== undefined) resume(result)
-      else ready = result
+      if (resume !== undefined) resume(takeReady)
     }
     const askedFor = Effect.async<void>((resume) => {
       if (asked) {
@@ -275,11 +286,7 @@ export const watched = <A, E, R>(
     const readerFiber = yield* Effect.forkScoped(reader)
     yield* Effect.forkScoped(watchdog)
     return Effect.async((resume) => {
-      if (ready !== undefined) {
-        const result = ready
-        ready = undefined
-        return resume(result)
-      }
+      if (ready !== undefined) return resume(takeReady)
       if (ended !== undefined) return resume(ended)
       taker = resume
       waitingSince = clock.unsafeCurrentTimeMillis()
