@@ -202,11 +202,11 @@ export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
  *
  * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
  * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber runs `next`
- * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the result over in
- * one `Effect.async` resume, and one watchdog fiber sleeps on the `Clock` until the consumer's wait would reach
- * `duration` and then ends it. Both run in the scope, so closing it (the stream's end or interruption) interrupts the
- * read in progress. A result read for a pull that was interrupted goes to the next pull. After a failure or the end,
- * the reader stops and every later pull gets the same.
+ * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the result over
+ * through a slot and one `Effect.async` resume (with a constant effect, see `takeReady`), and one watchdog fiber
+ * sleeps on the `Clock` until the consumer's wait would reach `duration` and then ends it. Both run in the scope, so
+ * closing it (the stream's end or interruption) interrupts the read in progress. A result read for a pull that was
+ * interrupted goes to the next pull. After a failure or the end, the reader stops and every later pull gets the same.
  *
  * @internal
  */
