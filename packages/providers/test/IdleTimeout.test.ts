@@ -120,6 +120,23 @@ describe("idleTimeout", () => {
       assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [3])
     }))
 
+  it.scoped("a chunk read for an interrupted pull goes to the next pull even when the reader reads on at once", () =>
+    Effect.gen(function*() {
+      const { feed, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      // a pull interrupted while the reader waits for the source, then a pull asking while that read is in progress
+      const interrupted = yield* Effect.fork(pull)
+      yield* yieldAll
+      yield* Fiber.interrupt(interrupted)
+      const next = yield* Effect.fork(pull)
+      yield* yieldAll
+      // the read in progress gets 1 and hands it to the waiting pull; the second ask reads 2 at once
+      yield* feed(1)
+      yield* feed(2)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(next)), [1])
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [2])
+    }))
+
   it.scoped("in the body pipeline, a timeout closes the body before the consumer gets what the machine's end gives", () =>
     Effect.gen(function*() {
       const order: Array<string> = []

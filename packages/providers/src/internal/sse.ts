@@ -203,7 +203,7 @@ export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
  * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
  * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber runs `next`
  * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the result over
- * through a slot and one `Effect.async` resume (with a constant effect, see `takeReady`), and one watchdog fiber
+ * through a slot and one `Effect.async` resume (with a constant effect, see `takeHanded`), and one watchdog fiber
  * sleeps on the `Clock` until the consumer's wait would reach `duration` and then ends it. Both run in the scope, so
  * closing it (the stream's end or interruption) interrupts the read in progress. A result read for a pull that was
  * interrupted goes to the next pull. After a failure or the end, the reader stops and every later pull gets the same.
@@ -226,24 +226,29 @@ export const watched = <A, E, R>(
     let asked = false
     // the stream's end or failure, once known: every later pull gets it
     let ended: Pull<A, E> | undefined
-    // what the reader delivered, until a pull takes it: the waiting pull's, or, if the pull that asked for it was
-    // interrupted, the next pull's
+    // what the reader delivered while nobody waited (the pull that asked for it was interrupted): the next pull's
     let ready: Pull<A, E> | undefined
-    // A waiting pull is resumed with this one effect, made once, which takes the result from `ready`: never with the
+    // what the reader handed to the waiting pull, until that pull takes it (the reader may deliver again first)
+    let handed: Pull<A, E> | undefined
+    // A waiting pull is resumed with this one effect, made once, which takes the result from `handed`: never with the
     // result itself. The fiber's resume message may be allocated in the old generation (V8 pretenures the message's
     // allocation site once messages outlive scavenges under load), and a dead old message keeps what it points to
     // alive through every scavenge until the next full collection: the read's events, promoted (docs/performance.md,
     // fix 24).
-    const takeReady: Pull<A, E> = Effect.suspend(() => {
-      const result = ready!
-      ready = undefined
+    const takeHanded: Pull<A, E> = Effect.suspend(() => {
+      const result = handed!
+      handed = undefined
       return result
     })
     const deliver = (result: Pull<A, E>) => {
-      ready = result
       const resume = taker
       taker = undefined
-      if (resume !== undefined) resume(takeReady)
+      if (resume !== undefined) {
+        handed = result
+        resume(takeHanded)
+      } else {
+        ready = result
+      }
     }
     const askedFor = Effect.async<void>((resume) => {
       if (asked) {
@@ -286,7 +291,13 @@ export const watched = <A, E, R>(
     const readerFiber = yield* Effect.forkScoped(reader)
     yield* Effect.forkScoped(watchdog)
     return Effect.async((resume) => {
-      if (ready !== undefined) return resume(takeReady)
+      // a result handed to a pull that was interrupted before it took it comes first
+      if (handed !== undefined) return resume(takeHanded)
+      if (ready !== undefined) {
+        handed = ready
+        ready = undefined
+        return resume(takeHanded)
+      }
       if (ended !== undefined) return resume(ended)
       taker = resume
       waitingSince = clock.unsafeCurrentTimeMillis()
