@@ -137,6 +137,24 @@ describe("idleTimeout", () => {
       assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [2])
     }))
 
+  it.scoped("two pulls interrupted while one read is in progress: one read, which the next pull gets", () =>
+    Effect.gen(function*() {
+      const { feed, pulled, stream } = yield* source
+      const pull = yield* Stream.toPull(idleTimeout(stream, Duration.seconds(120)))
+      // the first pull asks and is interrupted while the reader waits for the source; so is the second
+      for (let i = 0; i < 2; i++) {
+        const interrupted = yield* Effect.fork(pull)
+        yield* yieldAll
+        yield* Fiber.interrupt(interrupted)
+      }
+      yield* feed(1)
+      yield* feed(2)
+      yield* yieldAll
+      assert.strictEqual(pulled(), 1, "the second interrupted pull asked for a second read")
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [1])
+      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [2])
+    }))
+
   it.scoped("in the body pipeline, a timeout closes the body before the consumer gets what the machine's end gives", () =>
     Effect.gen(function*() {
       const order: Array<string> = []

@@ -206,7 +206,9 @@ export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
  * through a slot and one `Effect.async` resume (with a constant effect, see `takeHanded`), and one watchdog fiber
  * sleeps on the `Clock` until the consumer's wait would reach `duration` and then ends it. Both run in the scope, so
  * closing it (the stream's end or interruption) interrupts the read in progress. A result read for a pull that was
- * interrupted goes to the next pull. After a failure or the end, the reader stops and every later pull gets the same.
+ * interrupted goes to the next pull, and a pull made while a read is in progress waits for that read rather than
+ * asking for another (two interrupted pulls in a row cost one read, and lose none). After a failure or the end, the
+ * reader stops and every later pull gets the same.
  *
  * @internal
  */
@@ -224,6 +226,8 @@ export const watched = <A, E, R>(
     // the reader's wait for the consumer to ask
     let demand: ((result: Effect.Effect<void>) => void) | undefined
     let asked = false
+    // a read is in progress: its result goes to whichever pull waits when it is done, so no pull asks again
+    let reading = false
     // the stream's end or failure, once known: every later pull gets it
     let ended: Pull<A, E> | undefined
     // what the reader delivered while nobody waited (the pull that asked for it was interrupted): the next pull's
@@ -253,6 +257,7 @@ export const watched = <A, E, R>(
     const askedFor = Effect.async<void>((resume) => {
       if (asked) {
         asked = false
+        reading = true
         resume(Effect.void)
       } else {
         demand = resume
@@ -262,11 +267,13 @@ export const watched = <A, E, R>(
       askedFor,
       Effect.matchCauseEffect(next, {
         onSuccess: (chunk) => {
+          reading = false
           if (ended !== undefined) return Effect.void
           deliver(Effect.succeed(chunk))
           return reader
         },
         onFailure: (cause) => {
+          reading = false
           if (ended !== undefined) return Effect.void
           ended = Effect.failCause(cause)
           deliver(ended)
@@ -304,8 +311,10 @@ export const watched = <A, E, R>(
       if (demand !== undefined) {
         const ask = demand
         demand = undefined
+        reading = true
         ask(Effect.void)
-      } else {
+      } else if (!reading) {
+        // the reader is between a delivery and its next wait for an ask
         asked = true
       }
       return Effect.sync(() => {
