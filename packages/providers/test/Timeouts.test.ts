@@ -117,6 +117,31 @@ for (const subject of subjects) {
         assert.isTrue(Exit.isFailure(exit))
       }))
 
+    it.effect("headers at 59 s are in time; the body is then timed by the idle timeout, from the headers", () =>
+      Effect.gen(function*() {
+        // the headers come 59 s after the request (of a 60 s first-byte timeout), then the body sends nothing
+        const silent = new ReadableStream<Uint8Array>()
+        const client = HttpClient.make((req) =>
+          Effect.as(Effect.sleep("59 seconds"), HttpClientResponse.fromWeb(req, new Response(silent, { status: 200 })))
+        )
+        const { fiber } = yield* start(client)
+        yield* awaitTimer
+        yield* TestClock.adjust("59 seconds")
+        yield* settle
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "timed out at 60 s, with the headers in")
+        // 59 s + 120 s
+        yield* TestClock.adjust("118 seconds")
+        yield* settle
+        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "timed out before 120 s of the body's silence")
+        yield* TestClock.adjust("1 second")
+        const exit = yield* Fiber.await(fiber)
+        const error: any = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        assert.strictEqual(error?.reason, "Timeout")
+        assert.match(error?.detail, /^no progress for 2m/)
+      }))
+
     it.effect("no response headers within the first-byte timeout: Timeout, and the send is interrupted", () =>
       Effect.gen(function*() {
         const interrupted = yield* Deferred.make<void>()
