@@ -1023,7 +1023,7 @@ const backgroundStream = (
   spec: Send.RequestSpec,
   request: Generation.GenerationRequest
 ): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure | Budget.BudgetExhausted, Budget.Budget> =>
-  Stream.unwrap(Effect.gen(function*() {
+  Stream.unwrapScoped(Effect.gen(function*() {
     const refused = RequestChecks.check(variant.protocol, request, settings.scrub)
     if (refused !== undefined) return yield* Effect.fail(refused)
     const track: Tracker = {

@@ -47,34 +47,38 @@ export const makeService = <Ev>(options: {
   readonly settings: Settings
   readonly request: (request: Generation.GenerationRequest) => Send.RequestSpec
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
-}): Provider.Service => ({
-  protocol: options.protocol,
-  // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
-  stream: (request) =>
-    Provider.fromPull(
-      Effect.flatMap(
-        Effect.suspend(() => {
-          // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
-          // not sent: no Budget debit, one permanent failure
-          const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
-          return refused === undefined
-            ? Send.open(options.client, options.request(request), options.settings)
-            : Effect.fail(refused)
-        }),
-        (response) => {
-          const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
-          const decoder = options.decoder({ requestId })
-          return SseInternal.pull({
-            body: Body.pull(response),
-            settings: options.settings,
-            decode: decoder.decode,
-            machine: decoder.machine,
-            requestId
-          })
-        }
+}): Provider.Service => {
+  // the first-byte deadlines of this service's sends, timed by one fiber (fix 25)
+  const deadlines = Send.makeDeadlines(options.settings.firstByteTimeout)
+  return {
+    protocol: options.protocol,
+    // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
+    stream: (request) =>
+      Provider.fromPull(
+        Effect.flatMap(
+          Effect.suspend(() => {
+            // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
+            // not sent: no Budget debit, one permanent failure
+            const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
+            return refused === undefined
+              ? Send.open(options.client, options.request(request), options.settings, deadlines)
+              : Effect.fail(refused)
+          }),
+          (response) => {
+            const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
+            const decoder = options.decoder({ requestId })
+            return SseInternal.pull({
+              body: Body.pull(response),
+              settings: options.settings,
+              decode: decoder.decode,
+              machine: decoder.machine,
+              requestId
+            })
+          }
+        )
       )
-    )
-})
+  }
+}
 
 /**
  * Tool-call arguments nested deeper than `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream` (the same
