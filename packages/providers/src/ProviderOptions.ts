@@ -70,7 +70,10 @@ export interface Options {
    * without a fragment (see {@link baseUrlProblem}); `make` throws a `RangeError` otherwise.
    */
   readonly baseUrl?: string | undefined
-  /** Time allowed from the send to the response headers. Default 60 seconds. */
+  /**
+   * Time allowed from the send to the response headers. Default 60 seconds. A late request is aborted through its
+   * `AbortSignal` (every client of @effect/platform ends its request on it).
+   */
   readonly firstByteTimeout?: Duration.DurationInput | undefined
   /**
    * Time allowed between two events that make progress. SSE comments (keepalives) and Anthropic `ping` events do
