@@ -23,6 +23,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
 import { encodedBody, fromRequestError, readFailure } from "./failure.js"
 import { type Fallbacks, unsupportedParameter } from "./fallback.js"
@@ -71,9 +72,10 @@ export const execute = (
 /**
  * The first-byte deadlines of one provider's generation sends ({@link sendTimed}), timed by one fiber for all
  * of them: a send's wait for its headers costs an entry in a queue, not a fiber and a race of its own. The timer
- * fiber runs while a send is pending, sleeping on the `Clock` until the earliest deadline; it is forked by the send
- * that finds none running (as a daemon, on the sender's services and so its `Clock`) and interrupted by the send that
- * settles the last one pending, so nothing sleeps once the sends are done (a process exits when its work does).
+ * fiber runs while a send is pending, sleeping on the `Clock` until the earliest deadline; the send that finds none
+ * running starts it (a root fiber on the sender's runtime, so its `Clock`, started at once so that there is never a
+ * second), and the send that settles the last one pending interrupts it, so nothing sleeps once the sends are done
+ * (a process exits when its work does).
  *
  * @internal
  */
@@ -182,39 +184,46 @@ export const sendTimed = (
 > =>
   Effect.zipRight(
     Budget.reserve,
-    Effect.flatMap(Effect.scope, (outer) =>
-      Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
-        Effect.flatMap(Effect.clock, (clock) => {
-          const entry: Deadline = {
-            at: nowMillis(clock) + deadlines.millis,
-            scope,
-            settled: false,
-            timedOut: false
-          }
-          deadlines.entries.push(entry)
-          deadlines.pending++
-          const timed = deadlines.timer !== undefined ? Effect.void : Effect.map(
-            Effect.forkDaemon(timeDeadlines(deadlines)),
-            (timer) => {
-              deadlines.timer = timer
+    // from the entry's making to its settling, uninterruptible but for the request itself: every entry pending is
+    // settled, so the timer always stops
+    Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Effect.scope, (outer) =>
+        Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
+          Effect.flatMap(Effect.clock, (clock) => {
+            const entry: Deadline = {
+              at: nowMillis(clock) + deadlines.millis,
+              scope,
+              settled: false,
+              timedOut: false
             }
-          )
-          return Effect.zipRight(
-            timed,
-            Scope.extend(scopedClient(client).execute(request), scope).pipe(
-              Effect.onExit(() =>
-                settle(deadlines, entry)
+            deadlines.entries.push(entry)
+            deadlines.pending++
+            const sent = Effect.matchEffect(
+              Effect.onExit(
+                restore(Scope.extend(scopedClient(client).execute(request), scope)),
+                () =>
+                  settle(deadlines, entry)
               ),
-              Effect.matchEffect({
+              {
                 onFailure: (error) =>
                   Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub)),
                 // the timer fired as the headers came: the request is aborted, so the response is not read
                 onSuccess: (response) =>
                   entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
-              })
+              }
             )
-          )
-        })))
+            if (deadlines.timer !== undefined) {
+              return sent
+            }
+            return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+              // started here, at once, unless another send started it meanwhile: one timer at a time
+              if (deadlines.timer === undefined) {
+                deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(timeDeadlines(deadlines)))
+              }
+              return sent
+            })
+          })))
+    )
   )
 
 const firstByteFailure = (settings: Settings) =>
