@@ -46,6 +46,13 @@ export const send = (
   Budget.Budget
 > => Effect.zipRight(Budget.reserve, execute(client, request, settings))
 
+// the failure of a send whose response headers did not come within the first-byte timeout
+const firstByteFailure = (settings: Settings) =>
+  new TransportError.TransportError({
+    reason: "Timeout",
+    detail: `no response headers within ${Duration.format(settings.firstByteTimeout)}`
+  })
+
 /**
  * The request without a debit, bounded by the first-byte timeout: for the requests that are not generation sends
  * (a background response's follow-up polls and its cancel).
@@ -59,14 +66,7 @@ export const execute = (
 ): Effect.Effect<HttpClientResponse.HttpClientResponse, ProviderFailure.ProviderFailure> =>
   client.execute(request).pipe(
     Effect.mapError((error) => fromRequestError(error, settings.scrub)),
-    Effect.timeoutFail({
-      duration: settings.firstByteTimeout,
-      onTimeout: () =>
-        new TransportError.TransportError({
-          reason: "Timeout",
-          detail: `no response headers within ${Duration.format(settings.firstByteTimeout)}`
-        })
-    })
+    Effect.timeoutFail({ duration: settings.firstByteTimeout, onTimeout: () => firstByteFailure(settings) })
   )
 
 /**
@@ -225,12 +225,6 @@ export const sendTimed = (
           })))
     )
   )
-
-const firstByteFailure = (settings: Settings) =>
-  new TransportError.TransportError({
-    reason: "Timeout",
-    detail: `no response headers within ${Duration.format(settings.firstByteTimeout)}`
-  })
 
 // `HttpClient.withScope` of each client, made once
 const scoped = new WeakMap<
