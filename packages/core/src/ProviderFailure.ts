@@ -7,6 +7,7 @@
  */
 import * as Headers from "@effect/platform/Headers"
 import type * as Duration from "effect/Duration"
+import { globalValue } from "effect/GlobalValue"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Classification from "./Classification.js"
@@ -35,6 +36,39 @@ export const ProviderFailure: Schema.Union<
  */
 export const isProviderFailure = (u: unknown): u is ProviderFailure =>
   TransportError.isTransportError(u) || ProviderRejection.isProviderRejection(u)
+
+/** When each marked failure was observed, by {@link markObserved}; weak, so a failure is never kept for it. */
+const observations = globalValue(
+  Symbol.for("@reprise/core/ProviderFailure/observations"),
+  () => new WeakMap<object, bigint>()
+)
+
+/**
+ * Marks `failure` as observed at `at`, the `Clock`'s time in nanoseconds (`Clock.currentTimeNanos`) when what
+ * carried it reached the provider: the failed response's headers, or the read of the body that held the error, its
+ * end or its failure. Returns `failure`, unchanged; the first mark stands.
+ *
+ * Recovery counts the wait before the next attempt from the earlier of this moment and the moment the failure reached
+ * it, so what the provider does with a failure before it is reported (the error body read, the events of the same
+ * read decoded, the failure built) is inside the wait, not added to it (docs/recovery.md, "When the wait starts").
+ * A failure that is not marked is counted from the moment it reached recovery.
+ *
+ * @since 0.1.0
+ * @category observation
+ */
+export const markObserved = <F extends object>(failure: F, at: bigint): F => {
+  if (!observations.has(failure)) observations.set(failure, at)
+  return failure
+}
+
+/**
+ * When `failure` was observed, if a provider marked it ({@link markObserved}).
+ *
+ * @since 0.1.0
+ * @category observation
+ */
+export const observedAt = (failure: unknown): bigint | undefined =>
+  typeof failure === "object" && failure !== null ? observations.get(failure) : undefined
 
 /**
  * The headers an error never shows: credentials, cookies and account identifiers. The one list: the providers

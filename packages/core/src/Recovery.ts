@@ -241,14 +241,24 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const onChunk = options.hooks?.onChunk
     let attempt: number | undefined
     // The moment the provider's failure reached recovery, before the attempt's scope closes (its body released,
-    // its request's span ended): the backoff is counted from here, so that work is done inside the wait.
+    // its request's span ended), or the earlier moment the provider observed it (`ProviderFailure.markObserved`),
+    // if that is after this attempt's send was debited (a mark from before it is not this attempt's): the backoff is
+    // counted from here, so that work is done inside the wait.
     let failedAt: bigint | undefined
-    const seen = Effect.map(Clock.currentTimeNanos, (now) => {
-      failedAt ??= now
-    })
+    let debitedAt: bigint | undefined
+    const seen = (error: unknown) =>
+      Effect.map(Clock.currentTimeNanos, (now) => {
+        const observed = ProviderFailure.observedAt(error)
+        failedAt ??= observed !== undefined && debitedAt !== undefined && observed >= debitedAt && observed < now
+          ? observed
+          : now
+      })
     const start = Effect.flatMap(allowance.reserve, (n) => {
       attempt = n
-      return Effect.as(onStart(n), n)
+      return Effect.flatMap(Clock.currentTimeNanos, (now) => {
+        debitedAt = now
+        return Effect.as(onStart(n), n)
+      })
     })
     const observed: Budget.Allowance = {
       ...allowance,
@@ -304,10 +314,11 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const consumed = open === undefined
       ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer, span)
       : scopedAttempt(
-        Effect.flatMap(Effect.tapError(open, () => seen), (pull) => {
+        Effect.flatMap(Effect.tapError(open, seen), (pull) => {
           const read = Effect.catchAll(
             pull,
-            (end) => Option.isNone(end) ? Effect.succeed(undefined) : Effect.zipRight(seen, Effect.fail(end.value))
+            (end) =>
+              Option.isNone(end) ? Effect.succeed(undefined) : Effect.zipRight(seen(end.value), Effect.fail(end.value))
           )
           const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect.flatMap(
             read,
@@ -336,7 +347,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         onSuccess: (): Effect.Effect<Outcome> => Effect.succeed({ _tag: "Completed", acc, attempt: attempt! }),
         onFailure: (error): Effect.Effect<Outcome> => {
           const failed = (): Outcome => ({ _tag: "Failed", acc, attempt, error, failedAt: failedAt! })
-          return failedAt === undefined ? Effect.map(seen, failed) : Effect.succeed(failed())
+          return failedAt === undefined ? Effect.map(seen(error), failed) : Effect.succeed(failed())
         }
       })
     )

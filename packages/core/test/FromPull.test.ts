@@ -10,6 +10,7 @@ import * as Budget from "../src/Budget.js"
 import * as Generation from "../src/Generation.js"
 import * as Policy from "../src/Policy.js"
 import * as Provider from "../src/Provider.js"
+import * as ProviderFailure from "../src/ProviderFailure.js"
 import * as Recovery from "../src/Recovery.js"
 import * as TransportError from "../src/TransportError.js"
 
@@ -113,6 +114,63 @@ describe("Provider.fromPull", () => {
       assert.strictEqual(reply.text, "whole")
       // the second send 1 s after the failure (not after the send, nor after the 300 ms the close took)
       assert.deepStrictEqual(viaPull.openedAt, [0, 1500])
+    }))
+
+  /**
+   * A provider whose first attempt's read fails 400 ms after it is opened, with a failure marked observed at
+   * `mark(openTime)`, and whose second attempt commits; the TestClock's time of each open.
+   */
+  const markedFailure = (mark: (openedAt: bigint) => bigint) => {
+    const openedAt: Array<number> = []
+    const open = Effect.gen(function*() {
+      yield* Budget.reserve
+      openedAt.push(yield* Clock.currentTimeMillis)
+      let done = false
+      const pull: Provider.Pull<TransportError.TransportError | Budget.BudgetExhausted> = openedAt.length > 1
+        ? Effect.suspend(() => {
+          if (done) return Effect.fail(Option.none())
+          done = true
+          return Effect.succeed(Chunk.make(Generation.TextDelta({ text: "whole" }), finish))
+        })
+        : Effect.flatMap(Clock.currentTimeNanos, (at) =>
+          Effect.zipRight(
+            Effect.sleep("400 millis"),
+            Effect.fail(Option.some(ProviderFailure.markObserved(
+              new TransportError.TransportError({ reason: "Reset", detail: "cut" }),
+              mark(at)
+            )))
+          ))
+      return pull
+    })
+    return { stream: Provider.fromPull(open), openedAt }
+  }
+
+  it.effect("the backoff runs from when the provider observed the failure, when it says so", () =>
+    Effect.gen(function*() {
+      // observed as the read began, 400 ms before it reached recovery (the provider took that long over it)
+      const { openedAt, stream } = markedFailure((at) => at)
+      const fiber = yield* Effect.fork(Recovery.run(stream).pipe(Effect.provide(backoff)))
+      yield* TestClock.adjust("999 millis")
+      assert.strictEqual(openedAt.length, 1, "the replay was sent before 1 s from the observation")
+      yield* TestClock.adjust("1 millis")
+      assert.strictEqual(openedAt.length, 2, "the replay was not sent 1 s after the observation")
+      const reply = yield* Fiber.join(fiber)
+      assert.strictEqual(reply.text, "whole")
+      assert.deepStrictEqual(openedAt, [0, 1000])
+    }))
+
+  it.effect("a mark from before the attempt's send is not the attempt's: the backoff runs from the failure", () =>
+    Effect.gen(function*() {
+      yield* TestClock.adjust("5 seconds")
+      // marked 2 s before the send that failed (a failure kept from elsewhere)
+      const { openedAt, stream } = markedFailure((at) => at - 2_000_000_000n)
+      const fiber = yield* Effect.fork(Recovery.run(stream).pipe(Effect.provide(backoff)))
+      yield* TestClock.adjust("1399 millis")
+      assert.strictEqual(openedAt.length, 1, "the replay was sent before 1 s from the failure")
+      yield* TestClock.adjust("1 millis")
+      const reply = yield* Fiber.join(fiber)
+      assert.strictEqual(reply.text, "whole")
+      assert.deepStrictEqual(openedAt, [5000, 6400])
     }))
 
   it.effect("a stream built on one is read as that stream, not by the pull underneath", () =>
