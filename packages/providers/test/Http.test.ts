@@ -642,6 +642,15 @@ describe("with the recovery runtime", () => {
           assert.strictEqual(reply.text, "Hello")
           assert.strictEqual(reply.attempts, 4)
           assert.strictEqual(s.received.length, 4)
+          // every replay sends the first attempt's request (built once, fix 26), with its own attempt's trace context
+          for (const replay of s.received.slice(1)) {
+            assert.strictEqual(replay.body, s.received[0].body)
+            assert.strictEqual(replay.headers.authorization ?? "", s.received[0].headers.authorization ?? "")
+            assert.strictEqual(replay.headers["x-api-key"] ?? "", s.received[0].headers["x-api-key"] ?? "")
+          }
+          const traces = s.received.map((r) => r.headers.traceparent)
+          assert.isTrue(traces.every((t) => typeof t === "string"), "a send without a traceparent")
+          assert.strictEqual(new Set(traces).size, 4, "two sends with the same trace context")
         })))
   }
 })

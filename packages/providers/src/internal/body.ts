@@ -10,6 +10,9 @@
  * `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's response is read through
  * `response.stream`.
  *
+ * Both note when the body ended or failed (`outcomeAt`, on the `Clock`), so that the failure it ends an attempt with is
+ * marked with that moment (`ProviderFailure.markObserved`) and the backoff counts from it (fix 26).
+ *
  * Both rest on the shape of the platform's responses (`source`, and `original` and `controller` under `HttpClient`'s
  * wrapper), which no type exports; `Body.test.ts` pins it for the versions in the lockfile, and a response of another
  * shape is read through `response.stream`, as before.
@@ -19,6 +22,7 @@
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Chunk from "effect/Chunk"
+import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
@@ -30,6 +34,23 @@ import * as Stream from "effect/Stream"
  * @internal
  */
 export type Pull = Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.ResponseError>>
+
+/** When each pull's body ended or failed, for {@link outcomeAt}. */
+const outcomes = new WeakMap<Pull, () => bigint | undefined>()
+
+/**
+ * When the body read by `pull` ended or failed, on the `Clock` (nanoseconds): the moment the client learnt of its
+ * end or its failure, which may be before a pull reads it (the reads before it are decoded and consumed first).
+ * Undefined while the body is open, and for a body read through `response.stream`.
+ *
+ * @internal
+ */
+export const outcomeAt = (pull: Pull): bigint | undefined => outcomes.get(pull)?.()
+
+const observed = (pull: Pull, at: () => bigint | undefined): Pull => {
+  outcomes.set(pull, at)
+  return pull
+}
 
 /** What is read of undici's body: a Node `Readable` in paused mode. */
 interface NodeReadable {
@@ -108,9 +129,11 @@ export const webBody = (
  */
 export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<Pull, never, Scope.Scope> => {
   const undici = undiciBody(response)
-  if (undici !== undefined) return fromReadable(response, undici.readable, undici.controller)
+  if (undici !== undefined) {
+    return Effect.clockWith((clock) => fromReadable(response, undici.readable, undici.controller, clock))
+  }
   const web = webBody(response)
-  if (web !== undefined) return fromWeb(response, web.body, web.controller)
+  if (web !== undefined) return Effect.clockWith((clock) => fromWeb(response, web.body, web.controller, clock))
   return Stream.toPull(response.stream)
 }
 
@@ -123,7 +146,8 @@ const noop = () => {}
 const fromWeb = (
   response: HttpClientResponse.HttpClientResponse,
   body: ReadableStream<Uint8Array>,
-  controller: AbortController | undefined
+  controller: AbortController | undefined,
+  clock: Clock.Clock
 ): Effect.Effect<Pull, never, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(
@@ -138,15 +162,22 @@ const fromWeb = (
     ),
     (reader): Pull => {
       const end: Pull = Effect.fail(Option.none())
-      return Effect.async((resume) => {
+      let endedAt: bigint | undefined
+      const read: Pull = Effect.async((resume) => {
         reader.read().then(
-          (result) => resume(result.done ? end : Effect.succeed(Chunk.of(result.value))),
-          (cause) =>
+          (result) => {
+            if (result.done) endedAt ??= clock.unsafeCurrentTimeNanos()
+            resume(result.done ? end : Effect.succeed(Chunk.of(result.value)))
+          },
+          (cause) => {
+            endedAt ??= clock.unsafeCurrentTimeNanos()
             resume(Effect.fail(Option.some(
               new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
             )))
+          }
         )
       })
+      return observed(read, () => endedAt)
     }
   )
 
@@ -158,15 +189,17 @@ const fromWeb = (
 const fromReadable = (
   response: HttpClientResponse.HttpClientResponse,
   readable: NodeReadable,
-  controller: AbortController | undefined
+  controller: AbortController | undefined,
+  clock: Clock.Clock
 ): Effect.Effect<Pull, never, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(
       Effect.sync(() => {
-        // the body's end (`None`) or failure, once it is known
+        // the body's end (`None`) or failure, once it is known, and when it became known
         let outcome: Option.Option<HttpClientError.ResponseError> | undefined = readable.readable
           ? undefined
           : Option.none()
+        let outcomeAt = outcome === undefined ? undefined : clock.unsafeCurrentTimeNanos()
         // the pull waiting for the body to have something, if one is
         let waiting: ((next: Effect.Effect<void>) => void) | undefined
         // the body signalled since the last `read()` while no pull waited (the fiber may yield between a `read()`
@@ -183,10 +216,12 @@ const fromReadable = (
           outcome = Option.some(
             new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
           )
+          outcomeAt ??= clock.unsafeCurrentTimeNanos()
           wake()
         }
         const onEnd = () => {
           outcome ??= Option.none()
+          outcomeAt ??= clock.unsafeCurrentTimeNanos()
           wake()
         }
         readable.on("readable", onReadable)
@@ -217,7 +252,7 @@ const fromReadable = (
           if (readable.closed === false) readable.destroy()
           controller?.abort()
         }
-        return { read, release }
+        return { read: observed(read, () => outcomeAt), release }
       }),
       ({ release }) => Effect.sync(release)
     ),

@@ -53,16 +53,20 @@ export const makeService = <Ev>(options: {
   return {
     protocol: options.protocol,
     // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
-    stream: (request) =>
-      Provider.fromPull(
+    stream: (request) => {
+      // The request's description, made by its first attempt and sent again as it is by every replay: checking and
+      // mapping the request (and `Send.open` encoding its body) is not redone after a backoff (fix 26).
+      let spec: Send.RequestSpec | undefined
+      return Provider.fromPull(
         Effect.flatMap(
           Effect.suspend(() => {
+            if (spec !== undefined) return Send.open(options.client, spec, options.settings, deadlines)
             // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
             // not sent: no Budget debit, one permanent failure
             const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
-            return refused === undefined
-              ? Send.open(options.client, options.request(request), options.settings, deadlines)
-              : Effect.fail(refused)
+            if (refused !== undefined) return Effect.fail(refused)
+            spec = options.request(request)
+            return Send.open(options.client, spec, options.settings, deadlines)
           }),
           (response) => {
             const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
@@ -77,6 +81,7 @@ export const makeService = <Ev>(options: {
           }
         )
       )
+    }
   }
 }
 

@@ -15,7 +15,7 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
-import type * as Clock from "effect/Clock"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -256,8 +256,12 @@ export const succeeded = (
     return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
   }
   return Effect.flatMap(
-    readFailure(response, settings),
-    (failure) => Effect.fail(ProviderFailure.fromHttpStatus(failure.input))
+    Clock.currentTimeNanos,
+    (at) =>
+      Effect.flatMap(
+        readFailure(response, settings),
+        (failure) => Effect.fail(ProviderFailure.markObserved(ProviderFailure.fromHttpStatus(failure.input), at))
+      )
   )
 }
 
@@ -274,6 +278,24 @@ export interface RequestSpec {
   readonly body: Readonly<Record<string, unknown>>
   /** Optional body parameters and how to resend without each one. */
   readonly fallbacks: Fallbacks
+}
+
+/**
+ * Each spec's request with its own body, built once with the settings it was built with: a spec and an
+ * `HttpClientRequest` are immutable, so a replay sends the same request without encoding its body again (fix 26).
+ */
+const built = new WeakMap<
+  RequestSpec,
+  { readonly settings: Settings; readonly request: HttpClientRequest.HttpClientRequest }
+>()
+
+const requestOf = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, settings: Settings) => {
+  if (body !== spec.body) return toRequest(spec, body, settings)
+  const found = built.get(spec)
+  if (found !== undefined && found.settings === settings) return found.request
+  const request = toRequest(spec, body, settings)
+  built.set(spec, { settings, request })
+  return request
 }
 
 const toRequest = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, settings: Settings) => {
@@ -317,23 +339,27 @@ export const open = (
   > =>
     Effect.flatMap(
       deadlines === undefined
-        ? send(client, toRequest(spec, body, settings), settings)
-        : sendTimed(client, toRequest(spec, body, settings), settings, deadlines),
+        ? send(client, requestOf(spec, body, settings), settings)
+        : sendTimed(client, requestOf(spec, body, settings), settings, deadlines),
       (response) => {
         if (response.status >= 200 && response.status < 300) {
           const encoding = contentEncoding(response.headers)
           return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
         }
-        return Effect.flatMap(readFailure(response, settings), (failure) => {
-          const candidates = Object.keys(spec.fallbacks).filter((name) => name in body)
-          const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined
-          return rejected !== undefined
-            ? Effect.zipRight(
-              Effect.logDebug(`resending without the unsupported parameter ${rejected}`),
-              attempt(spec.fallbacks[rejected](body), false)
+        // the failure is observed when the response arrives: reading its error body is inside the wait that follows
+        return Effect.flatMap(Clock.currentTimeNanos, (at) =>
+          Effect.flatMap(readFailure(response, settings), (failure) => {
+            const candidates = Object.keys(spec.fallbacks).filter((name) =>
+              name in body
             )
-            : Effect.fail(ProviderFailure.fromHttpStatus(failure.input))
-        })
+            const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined
+            return rejected !== undefined
+              ? Effect.zipRight(
+                Effect.logDebug(`resending without the unsupported parameter ${rejected}`),
+                attempt(spec.fallbacks[rejected](body), false)
+              )
+              : Effect.fail(ProviderFailure.markObserved(ProviderFailure.fromHttpStatus(failure.input), at))
+          }))
       }
     )
   return attempt(spec.body, true)

@@ -10,7 +10,7 @@
  */
 import type * as Generation from "@reprise/core/Generation"
 import * as Provider from "@reprise/core/Provider"
-import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Cause from "effect/Cause"
@@ -28,7 +28,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import * as ProviderOptions from "../ProviderOptions.js"
-import type * as Body from "./body.js"
+import * as Body from "./body.js"
 import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
@@ -519,6 +519,7 @@ export const pull = <Ev>(
 ): Effect.Effect<Provider.Pull<ProviderFailure.ProviderFailure>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const { decode, machine, settings } = options
+    const clock = yield* Effect.clock
     // the body in a scope of its own, closed as soon as an idle timeout stops the reading (the request is aborted
     // then, not once the consumer has handled the end)
     const bodyScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
@@ -540,16 +541,17 @@ export const pull = <Ev>(
     const finished: Result = Effect.fail(Option.none())
     // Reading has stopped (the machine is done, or the end ran): every later read ends the stream.
     let stopped = false
-    // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal).
-    // Called when it is decided: from then on nothing more is read or stepped.
-    const end = (failure: Option.Option<ProviderFailure.ProviderFailure>): Result => {
+    // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal),
+    // marked as observed `at` (`ProviderFailure.markObserved`: the read that held the failure, or the body's end or
+    // failure). Called when it is decided: from then on nothing more is read or stepped.
+    const end = (failure: Option.Option<ProviderFailure.ProviderFailure>, at: bigint): Result => {
       stopped = true
       return Effect.suspend(() => {
         const json = Option.isNone(failure) && head !== undefined
           ? jsonInsteadOfStream(head, settings, options.requestId)
           : undefined
         return Effect.matchEffect(json !== undefined ? Effect.fail(json) : machine.end(failure), {
-          onFailure: (error) => Effect.fail(Option.some(error)),
+          onFailure: (error) => Effect.fail(Option.some(ProviderFailure.markObserved(error, at))),
           onSuccess: (events) => Effect.succeed(Chunk.unsafeFromArray(events.slice()))
         })
       })
@@ -573,8 +575,9 @@ export const pull = <Ev>(
         (over && !machine.done() ? replyTooLarge(settings) : undefined)
       if (failed !== undefined) {
         stopped = true
-        if (!progressed) return end(Option.some(failed))
-        after = end(Option.some(failed))
+        const at = clock.unsafeCurrentTimeNanos()
+        if (!progressed) return end(Option.some(failed), at)
+        after = end(Option.some(failed), at)
       } else if (machine.done()) {
         stopped = true
         after = finished
@@ -601,9 +604,10 @@ export const pull = <Ev>(
             // a defect or an interruption passes through, untouched but for the type of a failure beside it
             return Effect.failCause(Cause.map(cause, Option.map((error) => fromBodyError(error, settings.scrub))))
           }
+          const at = Body.outcomeAt(body) ?? clock.unsafeCurrentTimeNanos()
           return Option.match(cause.error, {
-            onNone: () => end(Option.none()),
-            onSome: (error) => end(Option.some(fromBodyError(error, settings.scrub)))
+            onNone: () => end(Option.none(), at),
+            onSome: (error) => end(Option.some(fromBodyError(error, settings.scrub)), at)
           })
         }
       })
@@ -618,7 +622,7 @@ export const pull = <Ev>(
         if (stopped) return finished
         return Effect.zipRight(
           Scope.close(bodyScope, Exit.void),
-          end(Option.some(idleFailure(settings.idleTimeout)))
+          end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos())
         )
       }
     )

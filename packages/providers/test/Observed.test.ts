@@ -1,0 +1,106 @@
+/**
+ * A provider marks each failure with the moment what carried it reached the client (`ProviderFailure.markObserved`),
+ * on the Clock, so that recovery counts the wait before the next attempt from there: a failure in a read is observed
+ * at that read, not when the consumer, busy with the events before it, pulls it; a failed response is observed when
+ * its headers arrive, not once its error body has been read. On the TestClock.
+ */
+import { HttpClient, HttpClientResponse } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import * as Budget from "@reprise/core/Budget"
+import * as Generation from "@reprise/core/Generation"
+import * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
+import { Chunk, Clock, Effect, Exit, Fiber, Option, Redacted, Stream, TestClock } from "effect"
+import * as Send from "../src/internal/send.js"
+import * as Settings from "../src/internal/settings.js"
+import { type Machine, prematureEof, pull as pullBody } from "../src/internal/sse.js"
+
+const settings = Settings.settings("openai-chat", { apiKey: Redacted.make("sk-test") })
+
+const failureOf = (exit: Exit.Exit<unknown, unknown>): unknown =>
+  Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+
+const yieldAll = Effect.repeatN(Effect.yieldNow(), 20)
+
+describe("a failure is marked with the moment it was observed", () => {
+  it.scoped("in a read: at that read, not when the consumer pulls it after the events before it", () =>
+    Effect.gen(function*() {
+      const failure = new ProviderRejection.ProviderRejection({ reason: "MalformedStream", detail: "test" })
+      const machine: Machine<string> = {
+        step: (data, out) => {
+          if (data === "fail") return failure
+          out.push(Generation.TextDelta({ text: data }))
+          return undefined
+        },
+        done: () => false,
+        end: (failed) => Effect.fail(Option.getOrElse(failed, () => prematureEof("test")))
+      }
+      yield* TestClock.adjust("1 second")
+      // one read: an event that makes progress, then the failing one
+      const body = Stream.make(new TextEncoder().encode("data: a\n\ndata: fail\n\n"))
+      const pull = yield* pullBody({ body: Stream.toPull(body), settings, decode: (e) => e.data, machine })
+      const first = yield* pull
+      assert.deepStrictEqual(Chunk.toReadonlyArray(first), [Generation.TextDelta({ text: "a" })])
+      // the consumer takes 2 s over the events before the failure
+      yield* TestClock.adjust("2 seconds")
+      const exit = yield* Effect.exit(pull)
+      const failed = Option.getOrUndefined(failureOf(exit) as Option.Option<unknown>)
+      assert.strictEqual(failed, failure)
+      assert.strictEqual(ProviderFailure.observedAt(failed), 1_000_000_000n, "observed at the read, at 1 s")
+      assert.strictEqual(yield* Clock.currentTimeNanos, 3_000_000_000n)
+    }))
+
+  it.scoped("in a response: when its headers arrive, before its error body is read", () =>
+    Effect.gen(function*() {
+      let body: ReadableStreamDefaultController<Uint8Array> | undefined
+      const client = HttpClient.make((request) =>
+        // the headers arrive after 1 s; the error body is written by the test
+        Effect.as(
+          Effect.sleep("1 second"),
+          HttpClientResponse.fromWeb(
+            request,
+            new Response(
+              new ReadableStream<Uint8Array>({
+                start: (controller) => {
+                  body = controller
+                }
+              }),
+              { status: 503, headers: { "content-type": "application/json" } }
+            )
+          )
+        )
+      )
+      const spec: Send.RequestSpec = {
+        url: "http://127.0.0.1:9/v1/chat/completions",
+        headers: {},
+        apiKeyHeader: "authorization",
+        body: { model: "m" },
+        fallbacks: {}
+      }
+      const fiber = yield* Effect.fork(Budget.scoped(Effect.scoped(Send.open(client, spec, settings))))
+      yield* yieldAll
+      yield* TestClock.adjust("1 second")
+      yield* yieldAll
+      assert.isDefined(body, "the response was not made")
+      // its error body takes 2 s more
+      yield* TestClock.adjust("2 seconds")
+      body!.enqueue(new TextEncoder().encode(JSON.stringify({ error: { message: "overloaded" } })))
+      body!.close()
+      const exit = yield* Fiber.await(fiber)
+      const failed = failureOf(exit)
+      assert.isTrue(ProviderFailure.isProviderFailure(failed), `not a provider failure: ${String(failed)}`)
+      assert.strictEqual((failed as { status?: number }).status, 503)
+      assert.strictEqual(ProviderFailure.observedAt(failed), 1_000_000_000n, "observed at the headers, at 1 s")
+      assert.strictEqual(yield* Clock.currentTimeNanos, 3_000_000_000n)
+    }))
+
+  it("the first mark stands, and an unmarked failure has none", () => {
+    const failure = new ProviderRejection.ProviderRejection({ reason: "MalformedStream", detail: "test" })
+    assert.isUndefined(ProviderFailure.observedAt(failure))
+    assert.strictEqual(ProviderFailure.markObserved(failure, 5n), failure)
+    ProviderFailure.markObserved(failure, 7n)
+    assert.strictEqual(ProviderFailure.observedAt(failure), 5n)
+    assert.isUndefined(ProviderFailure.observedAt("text"))
+    assert.isUndefined(ProviderFailure.observedAt(undefined))
+  })
+})
