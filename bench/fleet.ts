@@ -77,6 +77,12 @@ const redisServer = Effect.acquireRelease(
         if (out.includes("Ready to accept connections")) resolve()
       })
       child.on("exit", (code) => reject(new Error(`redis-server exited (${code}): is it installed?`)))
+      // not installed (ENOENT): a clear error, not an unhandled 'error' event that kills the bench
+      child.on(
+        "error",
+        (error) =>
+          reject(new Error(`redis-server could not be started (${error.message}): apt-get install redis-server`))
+      )
     })
     return { url: `redis://127.0.0.1:${port}/0`, child, dir }
   }),
