@@ -92,6 +92,26 @@ describe("RecoveryError", () => {
     assert.strictEqual(rejected.message, rejection.message)
   })
 
+  it.effect("a failure that crossed a span is copied without formatting its stack", () =>
+    Effect.gen(function*() {
+      const fresh = new TransportError.TransportError({ reason: "Reset", detail: "cut", status: 502 })
+      // the failure as recovery gets it: Effect's proxy of it, made when it is raised in a span
+      const proxied = yield* Effect.flip(Effect.withSpan(Effect.fail(fresh), "attempt"))
+      const previous = Error.prepareStackTrace
+      let formatted = 0
+      Error.prepareStackTrace = (error, frames) => {
+        formatted++
+        return previous === undefined ? `${String(error)}\n${frames.join("\n")}` : previous(error, frames)
+      }
+      try {
+        const copied = RecoveryError.withAttemptFacts(proxied, { partialOutputChars: 4 })
+        assert.strictEqual(formatted, 0, "the copy formatted the failure's stack")
+        assert.deepStrictEqual({ ...copied }, { ...fresh, partialOutputChars: 4 })
+      } finally {
+        Error.prepareStackTrace = previous
+      }
+    }))
+
   it.effect("a failure that crossed a span (a proxy of it) is copied whole, and Failed tells the preview's size", () =>
     Effect.gen(function*() {
       const rec = yield* recorder
