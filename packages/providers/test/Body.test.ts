@@ -87,39 +87,6 @@ const clients = [
   }
 ] as const
 
-describe("the body reader over the undici client, released", () => {
-  it.effect("a body whose every byte has arrived is drained, not destroyed: undici fails it with no abort error", () =>
-    withClient(
-      NodeHttpClient.layerUndici,
-      (_req, res) => {
-        // headers and the whole body in one write: the client has all of it with the headers
-        const body = parts[0]
-        res.writeHead(200, { "content-type": "text/event-stream", "content-length": String(Buffer.byteLength(body)) })
-        res.end(body)
-      },
-      (s) =>
-        Effect.gen(function*() {
-          const errors: Array<unknown> = []
-          for (let i = 0; i < 2; i++) {
-            const response = yield* post(s.url)
-            const readable = Body.undiciBody(response)!.readable as unknown as NodeJS.ReadableStream & {
-              readonly closed: boolean
-            }
-            readable.on("error", (error) => errors.push(error))
-            // one read, then the scope closes before the pull has seen the end (as when the terminal event is read)
-            yield* Effect.scoped(Effect.flatMap(Body.pull(response), (pull) => pull))
-            // an error would be told before the body closes
-            yield* Effect.async<void>((resume) => {
-              if (readable.closed) resume(Effect.void)
-              else readable.once("close", () => resume(Effect.void))
-            })
-          }
-          assert.deepStrictEqual(errors, [], "the release made the body fail")
-          assert.strictEqual(s.received.length, 2)
-        })
-    ))
-})
-
 for (const client of clients) {
   describe(`the body reader over ${client.name}`, () => {
     it.effect("takes its path", () =>

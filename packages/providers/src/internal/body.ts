@@ -59,11 +59,7 @@ interface NodeReadable {
   read(): Uint8Array | null
   on(event: string, listener: (...args: Array<any>) => void): unknown
   off(event: string, listener: (...args: Array<any>) => void): unknown
-  once(event: string, listener: (...args: Array<any>) => void): unknown
   destroy(): unknown
-  resume(): unknown
-  /** Node's state of the stream: `ended` once its end is pushed (every byte has arrived), before it is read. */
-  readonly _readableState?: { readonly ended?: unknown }
 }
 
 const isNodeReadable = (value: unknown): value is NodeReadable =>
@@ -72,8 +68,6 @@ const isNodeReadable = (value: unknown): value is NodeReadable =>
   typeof (value as NodeReadable).on === "function" &&
   typeof (value as NodeReadable).off === "function" &&
   typeof (value as NodeReadable).destroy === "function" &&
-  typeof (value as NodeReadable).resume === "function" &&
-  typeof (value as NodeReadable).once === "function" &&
   typeof (value as NodeReadable).readable === "boolean"
 
 /**
@@ -251,32 +245,16 @@ const fromReadable = (
           while ((bytes = readable.read()) !== null) reads.push(bytes)
           return Effect.succeed(Chunk.unsafeFromArray(reads))
         })
-        // A body whose every byte has arrived (the reading stopped at the protocol's terminal event, before the
-        // end) is drained, not destroyed: its request is over, and destroying it, or aborting the request while the
-        // body is open, would have undici fail it with an abort error (built, its stack read by Node's `destroy`)
-        // for nothing. The release then waits for the body to close (a few ticks: the rest is discarded), so that
-        // the request's controller, and the scope of the send after it (`HttpClient.withScope` aborts on close), are
-        // aborted once undici no longer listens. A body still arriving is destroyed, which aborts its request.
-        const release: Effect.Effect<void> = Effect.suspend(() => {
+        const release = () => {
           readable.off("readable", onReadable)
           readable.off("error", onError)
           readable.off("end", onEnd)
-          if (readable.closed === false && readable._readableState?.ended === true) {
-            return Effect.async<void>((resume) => {
-              readable.once("close", () => {
-                controller?.abort()
-                resume(Effect.void)
-              })
-              readable.resume()
-            })
-          }
           if (readable.closed === false) readable.destroy()
           controller?.abort()
-          return Effect.void
-        })
+        }
         return { read: observed(read, () => outcomeAt), release }
       }),
-      ({ release }) => release
+      ({ release }) => Effect.sync(release)
     ),
     ({ read }) => read
   )
