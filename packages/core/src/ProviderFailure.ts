@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import * as Headers from "@effect/platform/Headers"
+import * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import { globalValue } from "effect/GlobalValue"
 import * as Redacted from "effect/Redacted"
@@ -51,13 +52,15 @@ const observations = globalValue(
  * Recovery counts the wait before the next attempt from the earlier of this moment and the moment the failure reached
  * it, so what the provider does with a failure before it is reported (the error body read, the events of the same
  * read decoded, the failure built) is inside the wait, not added to it (docs/recovery.md, "When the wait starts").
- * A failure that is not marked is counted from the moment it reached recovery.
+ * A failure that is not marked is counted from the moment it reached recovery. The mark is the failure's own, also
+ * when it is read through the proxy Effect makes of a failure raised in a span (`Cause.originalError`).
  *
  * @since 0.1.0
  * @category observation
  */
 export const markObserved = <F extends object>(failure: F, at: bigint): F => {
-  if (!observations.has(failure)) observations.set(failure, at)
+  const original = Cause.originalError(failure)
+  if (!observations.has(original)) observations.set(original, at)
   return failure
 }
 
@@ -68,7 +71,7 @@ export const markObserved = <F extends object>(failure: F, at: bigint): F => {
  * @category observation
  */
 export const observedAt = (failure: unknown): bigint | undefined =>
-  typeof failure === "object" && failure !== null ? observations.get(failure) : undefined
+  typeof failure === "object" && failure !== null ? observations.get(Cause.originalError(failure)) : undefined
 
 /**
  * The headers an error never shows: credentials, cookies and account identifiers. The one list: the providers

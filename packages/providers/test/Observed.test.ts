@@ -8,9 +8,14 @@ import { HttpClient, HttpClientResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
 import * as Generation from "@reprise/core/Generation"
+import * as Message from "@reprise/core/Message"
+import * as Policy from "@reprise/core/Policy"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
-import { Chunk, Clock, Effect, Exit, Fiber, Option, Redacted, Stream, TestClock } from "effect"
+import * as Recovery from "@reprise/core/Recovery"
+import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
+import * as OpenAiChat from "@reprise/providers/OpenAiChat"
+import { Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Redacted, Stream, TestClock } from "effect"
 import * as Send from "../src/internal/send.js"
 import * as Settings from "../src/internal/settings.js"
 import { type Machine, prematureEof, pull as pullBody } from "../src/internal/sse.js"
@@ -21,6 +26,13 @@ const failureOf = (exit: Exit.Exit<unknown, unknown>): unknown =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
 
 const yieldAll = Effect.repeatN(Effect.yieldNow(), 20)
+
+/** Waits, with no time passing on the TestClock, until `done` holds (the web body's reads settle on promises). */
+const waitFor = (done: () => boolean) =>
+  Effect.repeat(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), {
+    until: () => done(),
+    times: 1000
+  })
 
 describe("a failure is marked with the moment it was observed", () => {
   it.scoped("in a read: at that read, not when the consumer pulls it after the events before it", () =>
@@ -92,6 +104,65 @@ describe("a failure is marked with the moment it was observed", () => {
       assert.strictEqual((failed as { status?: number }).status, 503)
       assert.strictEqual(ProviderFailure.observedAt(failed), 1_000_000_000n, "observed at the headers, at 1 s")
       assert.strictEqual(yield* Clock.currentTimeNanos, 3_000_000_000n)
+    }))
+
+  it.scoped("through recovery: a 503 whose error body takes 400 ms is replayed 1 s after its headers", () =>
+    Effect.gen(function*() {
+      const sentAt: Array<bigint> = []
+      let errorBody: ReadableStreamDefaultController<Uint8Array> | undefined
+      let failedSeen = false
+      const client = HttpClient.make((request) =>
+        Effect.flatMap(Clock.currentTimeNanos, (now) => {
+          sentAt.push(now)
+          if (sentAt.length > 1) {
+            const sse = "data: " + JSON.stringify({ choices: [{ index: 0, delta: { content: "ok" } }] }) + "\n\n" +
+              "data: " + JSON.stringify({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] }) + "\n\n" +
+              "data: [DONE]\n\n"
+            return Effect.succeed(HttpClientResponse.fromWeb(
+              request,
+              new Response(sse, { headers: { "content-type": "text/event-stream" } })
+            ))
+          }
+          // the headers at once; the error body when the test writes it
+          const body = new ReadableStream<Uint8Array>({
+            start: (controller) => {
+              errorBody = controller
+            }
+          })
+          return Effect.succeed(HttpClientResponse.fromWeb(
+            request,
+            new Response(body, { status: 503, headers: { "content-type": "application/json" } })
+          ))
+        })
+      )
+      const provider = yield* OpenAiChat.make({ apiKey: Redacted.make("sk-test"), baseUrl: "http://127.0.0.1:9/v1" })
+        .pipe(Effect.provideService(HttpClient.HttpClient, client))
+      const fiber = yield* Effect.fork(
+        Recovery.run(provider.stream({ model: "m", messages: [Message.user("hi")] })).pipe(
+          Effect.provide(Policy.layer({ backoffBase: Duration.seconds(1), jitter: false })),
+          Effect.provide(RecoveryNotifications.layerCallback((n) =>
+            Effect.sync(() => {
+              if (n._tag === "RetryScheduled") failedSeen = true
+            })
+          ))
+        )
+      )
+      yield* yieldAll
+      assert.isDefined(errorBody, "the first response was not made")
+      // the error body 400 ms after the headers
+      yield* TestClock.adjust("400 millis")
+      errorBody!.enqueue(new TextEncoder().encode(JSON.stringify({ error: { message: "busy" } })))
+      errorBody!.close()
+      yield* waitFor(() => failedSeen)
+      yield* TestClock.adjust("599 millis")
+      yield* yieldAll
+      assert.strictEqual(sentAt.length, 1, "replayed before 1 s from the headers")
+      yield* TestClock.adjust("1 millis")
+      const reply = yield* Fiber.join(fiber)
+      assert.strictEqual(reply.attempts, 2)
+      assert.strictEqual(reply.text, "ok")
+      // 1 s from the first response's headers, not from the end of its error body (1.4 s)
+      assert.deepStrictEqual(sentAt.map((t) => Number(t / 1_000_000n)), [0, 1000])
     }))
 
   it("the first mark stands, and an unmarked failure has none", () => {
