@@ -642,7 +642,7 @@ describe("with the recovery runtime", () => {
           assert.strictEqual(reply.text, "Hello")
           assert.strictEqual(reply.attempts, 4)
           assert.strictEqual(s.received.length, 4)
-          // every replay sends the first attempt's request (built once, fix 26), with its own attempt's trace context
+          // every replay sends the first attempt's body and key, with its own attempt's trace context
           for (const replay of s.received.slice(1)) {
             assert.strictEqual(replay.body, s.received[0].body)
             assert.strictEqual(replay.headers.authorization ?? "", s.received[0].headers.authorization ?? "")

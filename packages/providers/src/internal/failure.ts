@@ -15,6 +15,7 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
@@ -192,7 +193,18 @@ export interface FailedResponse {
   readonly status: number
   readonly error: ErrorBody
   readonly input: ProviderFailure.HttpFailureInput
+  /** When the response arrived (`Clock`, nanoseconds), before its error body was read. */
+  readonly observedAt: bigint
 }
+
+/**
+ * The typed failure of a non-success response (`ProviderFailure.fromHttpStatus`), marked as observed when the
+ * response arrived (`ProviderFailure.markObserved`): reading its error body is inside the wait that follows.
+ *
+ * @internal
+ */
+export const statusFailure = (failed: FailedResponse): ProviderFailure.ProviderFailure =>
+  ProviderFailure.markObserved(ProviderFailure.fromHttpStatus(failed.input), failed.observedAt)
 
 /**
  * Reads a non-success response once: its error body (bounded, see `readErrorBody`; released unread when encoded),
@@ -206,6 +218,7 @@ export const readFailure = (
   settings: Settings
 ): Effect.Effect<FailedResponse> =>
   Effect.gen(function*() {
+    const observedAt = yield* Clock.currentTimeNanos
     const status = response.status
     const headers = response.headers
     // An encoded body cannot be read (see `contentEncoding`): released unread, the status still classifies it.
@@ -237,7 +250,7 @@ export const readFailure = (
       ...(id !== undefined ? { requestId: id } : {}),
       ...(location !== undefined ? { location: settings.scrub(location) } : {})
     }
-    return { status, error, input }
+    return { status, error, input, observedAt }
   })
 
 /**

@@ -15,7 +15,7 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
-import * as Clock from "effect/Clock"
+import type * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -25,7 +25,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
-import { encodedBody, fromRequestError, readFailure } from "./failure.js"
+import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
 import { type Fallbacks, unsupportedParameter } from "./fallback.js"
 import { contentEncoding, requestId } from "./responseHeaders.js"
 import type { Settings } from "./settings.js"
@@ -255,14 +255,7 @@ export const succeeded = (
     const encoding = contentEncoding(response.headers)
     return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
   }
-  return Effect.flatMap(
-    Clock.currentTimeNanos,
-    (at) =>
-      Effect.flatMap(
-        readFailure(response, settings),
-        (failure) => Effect.fail(ProviderFailure.markObserved(ProviderFailure.fromHttpStatus(failure.input), at))
-      )
-  )
+  return Effect.flatMap(readFailure(response, settings), (failure) => Effect.fail(statusFailure(failure)))
 }
 
 /**
@@ -346,20 +339,16 @@ export const open = (
           const encoding = contentEncoding(response.headers)
           return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
         }
-        // the failure is observed when the response arrives: reading its error body is inside the wait that follows
-        return Effect.flatMap(Clock.currentTimeNanos, (at) =>
-          Effect.flatMap(readFailure(response, settings), (failure) => {
-            const candidates = Object.keys(spec.fallbacks).filter((name) =>
-              name in body
+        return Effect.flatMap(readFailure(response, settings), (failure) => {
+          const candidates = Object.keys(spec.fallbacks).filter((name) => name in body)
+          const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined
+          return rejected !== undefined
+            ? Effect.zipRight(
+              Effect.logDebug(`resending without the unsupported parameter ${rejected}`),
+              attempt(spec.fallbacks[rejected](body), false)
             )
-            const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined
-            return rejected !== undefined
-              ? Effect.zipRight(
-                Effect.logDebug(`resending without the unsupported parameter ${rejected}`),
-                attempt(spec.fallbacks[rejected](body), false)
-              )
-              : Effect.fail(ProviderFailure.markObserved(ProviderFailure.fromHttpStatus(failure.input), at))
-          }))
+            : Effect.fail(statusFailure(failure))
+        })
       }
     )
   return attempt(spec.body, true)
