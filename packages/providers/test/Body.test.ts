@@ -87,6 +87,44 @@ const clients = [
   }
 ] as const
 
+describe("the body reader over the undici client, released before its end is read", () => {
+  it.effect("a body whose every byte has arrived is not failed with undici's abort error", () =>
+    withClient(
+      NodeHttpClient.layerUndici,
+      (_req, res) => {
+        // the headers and the whole body in one write: the client has all of it with the headers
+        res.writeHead(200, { "content-type": "text/event-stream" })
+        res.end(parts[0])
+      },
+      (s) =>
+        Effect.gen(function*() {
+          const errors: Array<{ readonly name?: string; readonly code?: string }> = []
+          for (let i = 0; i < 2; i++) {
+            const response = yield* post(s.url)
+            const readable = Body.undiciBody(response)!.readable as unknown as NodeJS.ReadableStream & {
+              readonly closed: boolean
+            }
+            readable.on("error", (error) => errors.push(error))
+            // one pull, then the scope closes before the body's end is read: as when the terminal event is in the
+            // body's last read
+            const read = yield* Effect.scoped(Effect.flatMap(Body.pull(response), (pull) => pull))
+            assert.strictEqual(Buffer.concat(Chunk.toArray(read)).toString("utf8"), parts[0])
+            // an error is told before the body closes
+            yield* Effect.async<void>((resume) => {
+              if (readable.closed) resume(Effect.void)
+              else readable.once("close", () => resume(Effect.void))
+            })
+          }
+          // undici's RequestAbortedError (`UND_ERR_ABORTED`), built and its stack formatted for every release before
+          // fix 28 of docs/performance.md
+          assert.deepStrictEqual(errors.filter((error) => error.code === "UND_ERR_ABORTED"), [])
+          assert.strictEqual(s.received.length, 2)
+          // the requests were over: neither was aborted
+          assert.deepStrictEqual(s.aborted, [])
+        })
+    ))
+})
+
 for (const client of clients) {
   describe(`the body reader over ${client.name}`, () => {
     it.effect("takes its path", () =>

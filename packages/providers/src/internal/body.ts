@@ -59,7 +59,7 @@ interface NodeReadable {
   read(): Uint8Array | null
   on(event: string, listener: (...args: Array<any>) => void): unknown
   off(event: string, listener: (...args: Array<any>) => void): unknown
-  destroy(): unknown
+  destroy(error?: Error): unknown
 }
 
 const isNodeReadable = (value: unknown): value is NodeReadable =>
@@ -182,6 +182,17 @@ const fromWeb = (
   )
 
 /**
+ * What a body released before its end was read is destroyed with. Reading usually stops at the protocol's terminal
+ * event, before the body's end is read, so most bodies are released open. Destroyed with no error, undici's body made a
+ * `RequestAbortedError` for each of them, and Node's `destroy` read its stack (to avoid a V8 leak): the stack formatted
+ * once per reply, source maps and all where they are on (docs/performance.md, fix 28). One error made once is read once.
+ * Nothing sees it: the listeners are off, and the platform's own error handler is a no-op. What undici does to the
+ * request is unchanged: a request whose every byte has arrived is over and stays so (its connection kept for the next
+ * request), and one still arriving is aborted with undici's own error, as before.
+ */
+const released: Error = new Error("the response body was released before its end was read")
+
+/**
  * undici's body's pull: every read buffered at the time of the pull, or a wait for the body's `readable`, `end` or
  * `error`. Released by destroying the body unless it has closed, then the request's abort, as the platform's
  * `response.stream` releases it.
@@ -249,7 +260,7 @@ const fromReadable = (
           readable.off("readable", onReadable)
           readable.off("error", onError)
           readable.off("end", onEnd)
-          if (readable.closed === false) readable.destroy()
+          if (readable.closed === false) readable.destroy(released)
           controller?.abort()
         }
         return { read: observed(read, () => outcomeAt), release }
