@@ -19,6 +19,7 @@
  * (undici, the simulator, the Effect runtime and the platform's client) that the loop and the floor then found hot,
  * and all three after figures 1 and 2 had run in that process.
  */
+import "./support/plainNode.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
