@@ -6,7 +6,10 @@
  * (`bench/concurrency.ts child <mode> <url> <n>`) so their peak RSS is their own. A third client is the floor: the
  * plain loop on the parts DESIGN §3 mandates (`support/effectClient.ts`: @effect/platform's `HttpClient` over undici,
  * its body as a `Stream`, `Effect.retry` with the same fixed spacing). The three take turns for `rounds` rounds (the
- * order rotates); the table shows medians, and the target is judged on the largest peak.
+ * order rotates); the table shows medians, and the target is judged on the largest peak. Each child also reports
+ * its CPU time over the run (every thread of the process, user and system), which moves less from run to run than
+ * the wall time: with the simulator on one of two cores, the plain loop's wall is the simulator's, and a client
+ * that needs more CPU than the other core gives it takes longer than that.
  */
 import "./support/plainNode.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
@@ -141,6 +144,7 @@ export interface Side {
   readonly runs: ReadonlyArray<ChildResult>
   readonly attempts: number
   readonly wallMs: Summary
+  readonly cpuMs: Summary
   readonly rssBeforeMB: Summary
   readonly peakRssMB: Summary
   /** (peak RSS − RSS before) per stream, KB. */
@@ -169,6 +173,7 @@ const side = (mode: string, runs: ReadonlyArray<ChildResult>): Side => ({
   runs,
   attempts: runs[0].attempts,
   wallMs: summarize(runs.map((r) => r.wallMs)),
+  cpuMs: summarize(runs.map((r) => r.cpuMs)),
   rssBeforeMB: summarize(runs.map((r) => r.rssBeforeMB)),
   peakRssMB: summarize(runs.map((r) => r.peakRssMB)),
   rssPerStreamKB: summarize(runs.map((r) => (r.peakRssMB - r.rssBeforeMB) * 1024 / r.streams))
@@ -219,6 +224,7 @@ export const print = (r: ConcurrencyResult) =>
       "client",
       "attempts",
       "wall ms",
+      "CPU ms",
       "streams/s",
       "RSS before MB",
       "peak RSS MB",
@@ -235,6 +241,7 @@ export const print = (r: ConcurrencyResult) =>
         : "plain undici + retry loop",
       String(c.attempts),
       fmt(c.wallMs.median, 0),
+      fmt(c.cpuMs.median, 0),
       fmt(r.streams / (c.wallMs.median / 1000), 0),
       fmt(c.rssBeforeMB.median, 1),
       fmt(c.peakRssMB.median, 1),

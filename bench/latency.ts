@@ -14,10 +14,10 @@
  * not counted.
  *
  * Each client runs alone in a fresh child process (`bench/latency.ts child <client> <replies>`), `rounds` times, the
- * order of the three rotating from round to round, and a client's gaps are pooled over its processes. Until fix 28
- * of docs/performance.md the three ran one after the other in the bench's own process: reprise always first, on code
- * (undici, the simulator, the Effect runtime and the platform's client) that the loop and the floor then found hot,
- * and all three after figures 1 and 2 had run in that process.
+ * order of the three rotating from round to round, and a client's gaps are pooled over its processes. Until
+ * 2026-12-03 (docs/performance.md, "How the bench measures") the three ran one after the other in the bench's own
+ * process: reprise always first, on code (undici, the simulator, the Effect runtime and the platform's client) that
+ * the loop and the floor then found hot, and all three after figures 1 and 2 had run in that process.
  */
 import "./support/plainNode.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"

@@ -6,7 +6,8 @@
  * `process.setSourceMapsEnabled(true)`), and every reprise package ships its maps beside `dist/`. Every stack formatted
  * in a bench process (an error built by undici, Node's streams or Effect, whose stack something reads) was then mapped
  * back to the sources, its maps read and kept in memory, which plain Node, as an application runs the compiled
- * packages, does not do. The bench measures the compiled code as a user runs it (docs/performance.md, fix 28).
+ * packages, does not do. The bench measures the compiled code as a user runs it (docs/performance.md,
+ * "How the bench measures").
  */
 process.setSourceMapsEnabled(false)
 
