@@ -332,8 +332,11 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         span
       )
     return consumed.pipe(
-      // a run that reserved nothing is charged here, still in its attempt's span
-      Effect.zipRight(Effect.provideService(charged, Tracer.ParentSpan, span)),
+      // a run that reserved nothing is charged here, still in its attempt's span (provided only then: a region costs
+      // two copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
+      Effect.zipRight(Effect.suspend(() =>
+        attempt === undefined ? Effect.provideService(charged, Tracer.ParentSpan, span) : Effect.void
+      )),
       Effect.flatMap(() =>
         acc.finish === undefined
           ? Effect.fail(
