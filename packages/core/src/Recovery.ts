@@ -295,7 +295,9 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           // by index: `for…of` made an iterator result per event where the loop ran unoptimised, 9.4 MB of the 650 MB
           // figure 3's reprise client allocated (docs/performance.md, fix 29)
           const array = Chunk.toReadonlyArray(events)
-          for (let i = 0; i < array.length; i++) acc.add(array[i])
+          for (let i = 0; i < array.length; i++) {
+            acc.add(array[i])
+          }
         })
         : Effect.provideService(
           Effect.forEach(events, (event) =>
@@ -348,7 +350,8 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           : Effect.void
       ),
       Effect.matchEffect({
-        onSuccess: (): Effect.Effect<Outcome> => Effect.succeed({ _tag: "Completed", acc, attempt: attempt! }),
+        onSuccess: (): Effect.Effect<Outcome> =>
+          Effect.succeed({ _tag: "Completed", acc, attempt: attempt! }),
         onFailure: (error): Effect.Effect<Outcome> => {
           const failed = (): Outcome => ({ _tag: "Failed", acc, attempt, error, failedAt: failedAt! })
           return failedAt === undefined ? Effect.map(seen(error), failed) : Effect.succeed(failed())
