@@ -25,7 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as EffectClient from "./support/effectClient.js"
 import { chatWithRetry } from "./support/plain.js"
 import * as Server from "./support/server.js"
-import { child, fmt, gc, memorySampler, summarize, type Summary, table } from "./support/stats.js"
+import { child, childMain, fmt, gc, memorySampler, summarize, type Summary, table } from "./support/stats.js"
 
 const words = Array.from({ length: 240 }, (_, i) => `word${i % 37}`)
 /** The reply every stream must commit (~1.6 KB of text, one delta per word). */
@@ -252,16 +252,4 @@ export const print = (r: ConcurrencyResult) =>
     ])
   )
 
-if (process.argv[2] === "child") {
-  const [mode, url, n] = process.argv.slice(3)
-  runChild(mode, url, Number(n)).then(
-    (result) => {
-      console.log(JSON.stringify(result))
-      process.exit(0)
-    },
-    (error) => {
-      console.error(error)
-      process.exit(1)
-    }
-  )
-}
+childMain(([mode, url, n]) => runChild(mode, url, Number(n)))

@@ -10,7 +10,7 @@
 import "./support/plainNode.js"
 import { build, type Corpus, mb, type Protocol, protocols } from "./support/corpus.js"
 import { baseline, type Decoder, floor, floorSchema, official, reprise, repriseStream } from "./support/decoders.js"
-import { child, fmt, summarize, table } from "./support/stats.js"
+import { child, childMain, fmt, summarize, table } from "./support/stats.js"
 
 export interface DecodeRow {
   readonly protocol: string
@@ -164,16 +164,6 @@ export const print = (rows: ReadonlyArray<DecodeRow>) =>
     ])
   )
 
-if (process.argv[2] === "child") {
-  const [protocol, sizeMB, iterations] = process.argv.slice(3)
-  measure(protocol as Protocol, { sizeMB: Number(sizeMB), iterations: Number(iterations) }).then(
-    (row) => {
-      console.log(JSON.stringify(row))
-      process.exit(0)
-    },
-    (error) => {
-      console.error(error)
-      process.exit(1)
-    }
-  )
-}
+childMain(([protocol, sizeMB, iterations]) =>
+  measure(protocol as Protocol, { sizeMB: Number(sizeMB), iterations: Number(iterations) })
+)

@@ -9,7 +9,7 @@
 import "./support/plainNode.js"
 import { build, mb } from "./support/corpus.js"
 import { baseline, reprise } from "./support/decoders.js"
-import { child, fmt, gc, memorySampler, summarize, type Summary, table } from "./support/stats.js"
+import { child, childMain, fmt, gc, memorySampler, summarize, type Summary, table } from "./support/stats.js"
 
 export interface GrowthPoint {
   readonly decoder: string
@@ -131,15 +131,4 @@ export const print = (g: GrowthResult) => {
   )
 }
 
-if (process.argv[2] === "child") {
-  runChild(process.argv[3], Number(process.argv[4])).then(
-    (result) => {
-      console.log(JSON.stringify(result))
-      process.exit(0)
-    },
-    (error) => {
-      console.error(error)
-      process.exit(1)
-    }
-  )
-}
+childMain(([decoder, sizeMB]) => runChild(decoder, Number(sizeMB)))

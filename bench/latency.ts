@@ -34,7 +34,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as EffectClient from "./support/effectClient.js"
 import { chatWithRetry } from "./support/plain.js"
-import { child, fmt, summarize, type Summary, table } from "./support/stats.js"
+import { child, childMain, fmt, summarize, type Summary, table } from "./support/stats.js"
 
 const backoffMs = 20
 /** Replies run first and not counted, so JIT compilation and the first connections are not measured. */
@@ -264,16 +264,4 @@ export const print = (r: LatencyResult) =>
     })
   )
 
-if (process.argv[2] === "child") {
-  const [client, replies] = process.argv.slice(3)
-  runChild(client as Client, Number(replies)).then(
-    (result) => {
-      console.log(JSON.stringify(result))
-      process.exit(0)
-    },
-    (error) => {
-      console.error(error)
-      process.exit(1)
-    }
-  )
-}
+childMain(([client, replies]) => runChild(client as Client, Number(replies)))

@@ -102,6 +102,25 @@ export const child = (script: string, args: ReadonlyArray<string>, timeoutMs = 1
     })
   })
 
+/**
+ * The entry of a figure's child process (`bench/<figure>.ts child …`, started by {@link child}): when this process is
+ * one, runs `f` with the arguments after `child`, prints its result as the last line of JSON and exits (1 on a
+ * failure, after printing it on stderr).
+ */
+export const childMain = <A>(f: (args: ReadonlyArray<string>) => Promise<A>): void => {
+  if (process.argv[2] !== "child") return
+  f(process.argv.slice(3)).then(
+    (result) => {
+      console.log(JSON.stringify(result))
+      process.exit(0)
+    },
+    (error) => {
+      console.error(error)
+      process.exit(1)
+    }
+  )
+}
+
 /** Samples RSS and heap every `everyMs` until stopped; reports the peaks. */
 export const memorySampler = (everyMs = 5) => {
   let peakRss = process.memoryUsage.rss()
