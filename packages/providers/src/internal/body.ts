@@ -183,12 +183,12 @@ const fromWeb = (
 
 /**
  * What a body released before its end was read is destroyed with. Reading usually stops at the protocol's terminal
- * event, before the body's end is read, so most bodies are released open. Destroyed with no error, undici's body made a
- * `RequestAbortedError` for each of them, and Node's `destroy` read its stack (to avoid a V8 leak): the stack formatted
- * once per reply, source maps and all where they are on (docs/performance.md, fix 28). One error made once is read once.
- * Nothing sees it: the listeners are off, and the platform's own error handler is a no-op. What undici does to the
- * request is unchanged: a request whose every byte has arrived is over and stays so (its connection kept for the next
- * request), and one still arriving is aborted with undici's own error, as before.
+ * event, before the body's end is read, so most bodies are released open. Destroyed with no error, undici's body made
+ * a `RequestAbortedError` for each of them, and Node's `destroy` read its stack (to avoid a V8 leak): a stack
+ * formatted once per reply, source maps and all where they are on (docs/performance.md, fix 28). One error made once
+ * is formatted once. Nobody sees it: the pull's listeners are off and the release listens with a no-op. What undici
+ * does to the request is unchanged: a request whose every byte has arrived is over and stays so (its connection kept
+ * for the next request), and one still arriving is aborted with undici's own error, as before.
  */
 const released: Error = new Error("the response body was released before its end was read")
 
@@ -260,7 +260,12 @@ const fromReadable = (
           readable.off("readable", onReadable)
           readable.off("error", onError)
           readable.off("end", onEnd)
-          if (readable.closed === false) readable.destroy(released)
+          if (readable.closed === false) {
+            // `released` is told as the body's 'error': heard by a no-op here, whatever else listens (the platform's
+            // undici client adds its own no-op; a body of the same shape from elsewhere may not)
+            readable.on("error", noop)
+            readable.destroy(released)
+          }
           controller?.abort()
         }
         return { read: observed(read, () => outcomeAt), release }
