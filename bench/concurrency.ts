@@ -11,7 +11,6 @@
  * the wall time: with the simulator on one of two cores, the plain loop's wall is the simulator's, and a client
  * that needs more CPU than the other core gives it takes longer than that.
  */
-import "./support/plainNode.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"

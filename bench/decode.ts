@@ -7,7 +7,6 @@
  * are the other decoder's time over reprise's, paired by round (higher is better for reprise); a floor's ratios are
  * reprise's ceilings.
  */
-import "./support/plainNode.js"
 import { build, type Corpus, mb, type Protocol, protocols } from "./support/corpus.js"
 import { baseline, type Decoder, floor, floorSchema, official, reprise, repriseStream } from "./support/decoders.js"
 import { child, childMain, fmt, summarize, table } from "./support/stats.js"

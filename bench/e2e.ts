@@ -7,7 +7,6 @@
  * per-event Schema validation STYLE.md prescribes. No client built on those can be faster, so their ratios are the
  * best reprise can reach. The order of the clients rotates from run to run.
  */
-import "./support/plainNode.js"
 import * as Message from "@reprise/core/Message"
 import * as Recovery from "@reprise/core/Recovery"
 import * as HttpProvider from "@reprise/providers/HttpProvider"

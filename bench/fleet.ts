@@ -10,7 +10,6 @@
  *   layer, in alternating rounds; the difference of the medians of the reply times is the cost the layer adds to a
  *   send (one `deposit` script). The `deposit` round trip alone is measured too.
  */
-import "./support/plainNode.js"
 import * as FleetLimits from "@reprise/core/FleetLimits"
 import * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"

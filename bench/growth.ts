@@ -6,7 +6,6 @@
  * Linear time: ms per MB stays level. Flat memory: the peak RSS above the process's starting RSS stays level.
  * Each point times `passes` decodes (the median counts) and keeps the peaks over all of them.
  */
-import "./support/plainNode.js"
 import { build, mb } from "./support/corpus.js"
 import { baseline, reprise } from "./support/decoders.js"
 import { child, childMain, fmt, gc, memorySampler, summarize, type Summary, table } from "./support/stats.js"

@@ -5,7 +5,6 @@
  *
  * `npm run bench -- --quick` runs fewer, smaller samples (a smoke test of the harness, not a measurement).
  */
-import "./support/plainNode.js"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Concurrency from "./concurrency.js"

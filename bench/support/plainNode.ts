@@ -1,13 +1,14 @@
 /**
- * Imported first by every module of the bench that runs in a measured process (and by the simulator's process), for
- * its one effect: Node's source maps off, as in plain Node.
+ * Loaded by every process the bench measures in, and by the simulator's, right after tsx and before the process's
+ * own modules (`--import tsx --import ./bench/support/plainNode.ts`: `plainNodeImports` in `stats.ts`, and the
+ * `bench` script), for its one effect: Node's source maps off, as in plain Node.
  *
- * tsx, which runs the bench's own TypeScript, turns source maps on for the whole process (`--import tsx` calls
- * `process.setSourceMapsEnabled(true)`), and every reprise package ships its maps beside `dist/`. Every stack formatted
- * in a bench process (an error built by undici, Node's streams or Effect, whose stack something reads) was then mapped
- * back to the sources, its maps read and kept in memory, which plain Node, as an application runs the compiled
- * packages, does not do. The bench measures the compiled code as a user runs it (docs/performance.md,
- * "How the bench measures").
+ * tsx, which runs the bench's own TypeScript, turns source maps on for the whole process (its registration calls
+ * `process.setSourceMapsEnabled(true)`), and every reprise package, like effect's, ships its maps beside `dist/`.
+ * With them on, Node reads the map of every module it loads, and every stack formatted in a figure (an error built by
+ * undici, Node's streams or Effect, whose stack something reads) is mapped back to the sources, the maps parsed for
+ * it. Plain Node, as an application runs the compiled packages, does neither. Turned off here, before the figure's
+ * module graph is loaded, neither happens (docs/performance.md, "How the bench measures").
  */
 process.setSourceMapsEnabled(false)
 

@@ -6,6 +6,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { repoRoot } from "./corpus.js"
+import { plainNodeImports } from "./stats.js"
 
 export interface Server {
   readonly url: string
@@ -22,7 +23,7 @@ export const start = (dir: string, script: unknown): Promise<Server> =>
     Fs.writeFileSync(file, JSON.stringify(script))
     const proc = ChildProcess.spawn(
       process.execPath,
-      ["--import", "tsx", Path.join(repoRoot, "bench/support/simulator.ts"), file],
+      [...plainNodeImports, Path.join(repoRoot, "bench/support/simulator.ts"), file],
       { cwd: repoRoot, stdio: ["pipe", "pipe", "inherit"] }
     )
     let out = ""

@@ -3,7 +3,6 @@
  * `tsx bench/support/simulator.ts <script.json>` prints `{"url": …}` once it listens and runs until its stdin
  * closes (the parent exits or ends it).
  */
-import "./plainNode.js"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Simulator from "@reprise/simulator/Simulator"
 import * as Effect from "effect/Effect"

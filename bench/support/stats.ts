@@ -4,6 +4,7 @@
 import * as ChildProcess from "node:child_process"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Url from "node:url"
 import { repoRoot } from "./corpus.js"
 
 export interface Summary {
@@ -76,14 +77,25 @@ export const table = (title: string, header: ReadonlyArray<string>, rows: Readon
 }
 
 /**
- * Runs a bench script in a fresh Node process (tsx loader, `--expose-gc`) and returns the JSON it prints last on
- * stdout. A fresh process gives a clean peak RSS.
+ * The flags that load tsx and then `plainNode.ts`, before a process's own module graph is loaded: Node's source maps
+ * off for every module the figure loads (`plainNode.ts` says why).
+ */
+export const plainNodeImports: ReadonlyArray<string> = [
+  "--import",
+  "tsx",
+  "--import",
+  Url.pathToFileURL(Path.join(repoRoot, "bench/support/plainNode.ts")).href
+]
+
+/**
+ * Runs a bench script in a fresh Node process (tsx loader, source maps off, `--expose-gc`) and returns the JSON it
+ * prints last on stdout. A fresh process gives a clean peak RSS.
  */
 export const child = (script: string, args: ReadonlyArray<string>, timeoutMs = 120_000): Promise<any> =>
   new Promise((resolve, reject) => {
     const proc = ChildProcess.spawn(
       process.execPath,
-      ["--expose-gc", "--import", "tsx", Path.join(repoRoot, "bench", script), ...args],
+      ["--expose-gc", ...plainNodeImports, Path.join(repoRoot, "bench", script), ...args],
       { cwd: repoRoot, stdio: ["ignore", "pipe", "inherit"] }
     )
     let out = ""
