@@ -10,7 +10,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, type Layer, Option, Scope } from "effect"
+import { Chunk, Deferred, Effect, Exit, type Layer, Option, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
 import { server } from "./support/harness.js"
@@ -107,14 +107,13 @@ describe("the body reader over the undici client, released before its end is rea
             }
             readable.on("error", (error) => told.push(error))
             // listened for before the release, so that whatever the release makes the body tell is told by then
-            const closed = Effect.async<void>((resume) => {
-              readable.once("close", () => resume(Effect.void))
-            })
+            const closed = yield* Deferred.make<void>()
+            readable.once("close", () => Deferred.unsafeDone(closed, Exit.void))
             // one pull, then the scope closes before the body's end is read: as when the terminal event is in the
             // body's last read
             const read = yield* Effect.scoped(Effect.flatMap(Body.pull(response), (pull) => pull))
             assert.strictEqual(Buffer.concat(Chunk.toArray(read)).toString("utf8"), parts[0])
-            yield* closed
+            yield* Deferred.await(closed)
             failedWith.push(readable.errored)
           }
           // before fix 28 of docs/performance.md undici's body made a `RequestAbortedError` (`UND_ERR_ABORTED`) for
