@@ -183,7 +183,6 @@ const runClient = (
 
 /** What one child process measured: one client's server-view gaps (ms) after the warm-up, and reprise's client view. */
 interface ChildResult {
-  readonly client: Client
   readonly gaps: ReadonlyArray<number>
   readonly clientView: ReadonlyArray<number>
   readonly delays: ReadonlyArray<number>
@@ -200,7 +199,6 @@ const runChild = (client: Client, replies: number): Promise<ChildResult> =>
     )
     const out = yield* runClient(sim, client, replies + warmup)
     return {
-      client,
       gaps: gaps(out.records, out.delays).slice(warmup),
       clientView: out.client.slice(warmup),
       delays: out.delays
@@ -216,7 +214,8 @@ export const run = async (options: { replies: number; rounds: number }): Promise
   const clients: ReadonlyArray<Client> = ["reprise", "baseline", "floor"]
   const results: Record<Client, Array<ChildResult>> = { reprise: [], baseline: [], floor: [] }
   for (let round = 0; round < options.rounds; round++) {
-    for (const client of [...clients.slice(round % 3), ...clients.slice(0, round % 3)]) {
+    const first = round % clients.length
+    for (const client of [...clients.slice(first), ...clients.slice(0, first)]) {
       results[client].push(await child("latency.ts", ["child", client, String(options.replies)]))
     }
   }
@@ -242,30 +241,21 @@ export const print = (r: LatencyResult) =>
   table(
     `4. Recovery latency: fault -> next attempt, minus the scheduled backoff (${r.faults} faults in each of ${r.rounds} fresh processes per client, pooled; backoff ${r.backoffMs} ms; target (issue #13): median at most 1 ms over the plain loop's)`,
     ["measure", "median ms", "p99 ms", "min ms", "max ms", "per process"],
-    [
-      ["reprise, server view (fault close -> next request)", r.reprise],
-      ["plain undici loop, server view", r.baseline],
-      ["floor: the loop on HttpClient + Stream + Effect.retry, server view", r.floor],
-      ["reprise, client view (discarded -> first preview)", r.repriseClient]
-    ].map(([label, s]) => {
-      const name = label as string
-      const summary = s as Summary
-      const perProcess = name.startsWith("reprise, server")
-        ? r.perRound.reprise
-        : name.startsWith("plain")
-        ? r.perRound.baseline
-        : name.startsWith("floor")
-        ? r.perRound.floor
-        : []
-      return [
-        name,
-        fmt(summary.median),
-        fmt(summary.p99),
-        fmt(summary.min),
-        fmt(summary.max),
-        perProcess.map((x) => fmt(x)).join(" ")
-      ]
-    })
+    (
+      [
+        ["reprise, server view (fault close -> next request)", r.reprise, r.perRound.reprise],
+        ["plain undici loop, server view", r.baseline, r.perRound.baseline],
+        ["floor: the loop on HttpClient + Stream + Effect.retry, server view", r.floor, r.perRound.floor],
+        ["reprise, client view (discarded -> first preview)", r.repriseClient, []]
+      ] as const
+    ).map(([name, summary, perProcess]) => [
+      name,
+      fmt(summary.median),
+      fmt(summary.p99),
+      fmt(summary.min),
+      fmt(summary.max),
+      perProcess.map((x) => fmt(x)).join(" ")
+    ])
   )
 
 childMain(([client, replies]) => runChild(client as Client, Number(replies)))
