@@ -5,12 +5,11 @@
  * client's. The first test of each client ("takes its path") pins the shape it relies on, so an upgrade of
  * @effect/platform or @effect/platform-node that changes it fails here instead of falling back without a word.
  */
-import { FetchHttpClient, HttpClient } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
-import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, type Layer, Option, Scope } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, type Layer, Option, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
 import { server } from "./support/harness.js"
@@ -198,6 +197,91 @@ for (const client of clients) {
           })
       ))
 
+    /**
+     * The server writes the first half, then the second once `release` is called: the tests run with the pull waiting
+     * for the second half, which cannot come before they let it.
+     */
+    const inTwoHalves = () => {
+      let release = () => {}
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      const half = parts.length / 2
+      const handler: Handler = (_req, res) =>
+        writeInParts(
+          res,
+          parts.slice(0, half),
+          () => released.then(() => writeInParts(res, parts.slice(half), () => res.end()))
+        )
+      return { handler, release, first: parts.slice(0, half).join(""), second: parts.slice(half).join("") }
+    }
+
+    /** Pulls until `text` has been read (however the bytes were cut into reads). */
+    const readUntil = (pull: Body.Pull, text: string) =>
+      Effect.gen(function*() {
+        let read = ""
+        while (read.length < text.length) read += Buffer.concat([...(yield* pull)]).toString("utf8")
+        return read
+      })
+
+    if (client.name.startsWith("node:http")) {
+      it.effect("cannot be abandoned: only an interruption ends its wait", () =>
+        withClient(client.layer, (_req, res) => res.end("data: 1\n\n"), (s) =>
+          Effect.scoped(Effect.gen(function*() {
+            const pull = yield* Body.pull(yield* post(s.url))
+            assert.isFalse(Body.abandonable(pull))
+            assert.isFalse(Body.abandon(pull))
+          }))))
+    } else {
+      it.effect("abandoned, a waiting pull returns an empty chunk at once; what follows goes to the next pull", () => {
+        const halves = inTwoHalves()
+        return withClient(client.layer, halves.handler, (s) =>
+          Effect.scoped(Effect.gen(function*() {
+            const pull = yield* Body.pull(yield* post(s.url))
+            assert.isTrue(Body.abandonable(pull))
+            assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
+            const waiting = yield* Effect.fork(pull)
+            yield* Effect.repeatN(Effect.yieldNow(), 20)
+            assert.isTrue(Body.abandon(pull))
+            // the second half is not written until after the join: a wait that was not ended would never end
+            assert.strictEqual(Chunk.size(yield* Fiber.join(waiting)), 0)
+            halves.release()
+            const rest = yield* drain(pull)
+            assert.strictEqual(rest.bytes, halves.second)
+            assert.isTrue(Option.isNone(rest.end))
+          })))
+      })
+
+      it.effect("abandoned with no pull waiting, the next pull's wait returns an empty chunk at once", () => {
+        const halves = inTwoHalves()
+        return withClient(client.layer, halves.handler, (s) =>
+          Effect.scoped(Effect.gen(function*() {
+            const pull = yield* Body.pull(yield* post(s.url))
+            assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
+            Body.abandon(pull)
+            assert.strictEqual(Chunk.size(yield* pull), 0)
+            halves.release()
+            assert.strictEqual((yield* drain(pull)).bytes, halves.second)
+          })))
+      })
+
+      it.effect("a pull interrupted while it waits loses nothing: the next pull gets what arrives", () => {
+        const halves = inTwoHalves()
+        return withClient(client.layer, halves.handler, (s) =>
+          Effect.scoped(Effect.gen(function*() {
+            const pull = yield* Body.pull(yield* post(s.url))
+            assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
+            const waiting = yield* Effect.fork(pull)
+            yield* Effect.repeatN(Effect.yieldNow(), 20)
+            yield* Fiber.interrupt(waiting)
+            halves.release()
+            const rest = yield* drain(pull)
+            assert.strictEqual(rest.bytes, halves.second)
+            assert.isTrue(Option.isNone(rest.end))
+          })))
+      })
+    }
+
     it.effect("an empty body ends at once", () =>
       withClient(client.layer, (_req, res) => {
         res.writeHead(200, { "content-type": "text/event-stream" })
@@ -212,3 +296,44 @@ for (const client of clients) {
         })))
   })
 }
+
+describe("the body reader over a web body fed by hand", () => {
+  const fed = () => {
+    let controller!: ReadableStreamDefaultController<Uint8Array>
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        controller = c
+      }
+    })
+    const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body))
+    return { response, feed: (text: string) => controller.enqueue(new TextEncoder().encode(text)) }
+  }
+  // the event loop's next turn: the reader's `read()` has settled by then
+  const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+  const text = (chunk: Chunk.Chunk<Uint8Array>) => Buffer.concat([...chunk]).toString("utf8")
+
+  it.effect("a read that settles after its pull was interrupted goes to the next pull", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { feed, response } = fed()
+      const pull = yield* Body.pull(response)
+      const waiting = yield* Effect.fork(pull)
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      yield* Fiber.interrupt(waiting)
+      feed("data: 1\n\n")
+      yield* nextTurn
+      assert.strictEqual(text(yield* pull), "data: 1\n\n")
+    })))
+
+  it.effect("a read that settles after its pull was abandoned goes to the next pull", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { feed, response } = fed()
+      const pull = yield* Body.pull(response)
+      const waiting = yield* Effect.fork(pull)
+      yield* Effect.repeatN(Effect.yieldNow(), 20)
+      Body.abandon(pull)
+      assert.strictEqual(Chunk.size(yield* Fiber.join(waiting)), 0)
+      feed("data: 2\n\n")
+      yield* nextTurn
+      assert.strictEqual(text(yield* pull), "data: 2\n\n")
+    })))
+})

@@ -1,20 +1,29 @@
 /**
- * The first-byte deadlines of a provider's sends (`internal/send.ts`, `sendTimed`): one timer fiber for all the
- * pending sends of a service, on the TestClock. A send whose headers are late fails with the `Timeout` at exactly
- * the first-byte timeout from its own start, its request aborted through its `AbortSignal`; a send in time beside it
- * is untouched; the timer runs only while a send is pending.
+ * The deadlines of a provider (`internal/deadlines.ts`), one timer fiber for each kind, on the TestClock.
+ *
+ * - First byte (`internal/send.ts`, `sendTimed`): a send whose headers are late fails with the `Timeout` at exactly
+ *   the first-byte timeout from its own start, its request aborted through its `AbortSignal`; a send in time beside
+ *   it is untouched; the timer runs only while a send is pending.
+ * - Idle (`internal/sse.ts`, `pull` with `idle`): the streams of one provider share one queue; each times out at
+ *   exactly the idle timeout from the start of its own wait, an event restarting it; the timer runs while a stream is
+ *   open, and stops with the last one.
  */
 import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
-import { Duration, Effect, Exit, Fiber, Option, Redacted, TestClock } from "effect"
+import * as Generation from "@reprise/core/Generation"
+import { Duration, Effect, Exit, Fiber, Option, Redacted, Stream, TestClock } from "effect"
+import * as Body from "../src/internal/body.js"
+import * as Deadlines from "../src/internal/deadlines.js"
 import * as Send from "../src/internal/send.js"
 import * as Settings from "../src/internal/settings.js"
+import { type Machine, prematureEof, run } from "../src/internal/sse.js"
 
 const settings = Settings.settings("openai-chat", {
   apiKey: Redacted.make("sk-test"),
-  firstByteTimeout: Duration.seconds(60)
+  firstByteTimeout: Duration.seconds(60),
+  idleTimeout: Duration.seconds(120)
 })
 
 /**
@@ -43,7 +52,7 @@ describe("first-byte deadlines", () => {
     Effect.gen(function*() {
       const aborted: Array<string> = []
       const http = client(aborted)
-      const deadlines = Send.makeDeadlines(settings.firstByteTimeout)
+      const deadlines = Deadlines.make(settings.firstByteTimeout)
       const send = (path: string) =>
         Effect.fork(
           Effect.scoped(Send.sendTimed(http, HttpClientRequest.get(`http://127.0.0.1:9${path}`), settings, deadlines))
@@ -69,31 +78,31 @@ describe("first-byte deadlines", () => {
       })).pipe(Budget.scoped)
       assert.strictEqual(reasonOf(late), "Timeout")
       assert.deepStrictEqual(aborted, ["/late", "/late"])
-      assert.strictEqual(deadlines.pending, 0)
+      assert.strictEqual(deadlines.users, 0)
       assert.isUndefined(deadlines.timer, "the timer still runs with no send pending")
     }))
 
   it.effect("the timer runs while a send is pending, and stops with the last one", () =>
     Effect.gen(function*() {
       const http = client([])
-      const deadlines = Send.makeDeadlines(settings.firstByteTimeout)
+      const deadlines = Deadlines.make(settings.firstByteTimeout)
       const fiber = yield* Effect.fork(
         Effect.scoped(Send.sendTimed(http, HttpClientRequest.get("http://127.0.0.1:9/in-time"), settings, deadlines))
           .pipe(Budget.scoped)
       )
       yield* yieldAll
-      assert.strictEqual(deadlines.pending, 1)
+      assert.strictEqual(deadlines.users, 1)
       assert.isDefined(deadlines.timer)
       yield* TestClock.adjust("30 seconds")
       assert.isTrue(Exit.isSuccess(yield* Fiber.await(fiber)))
-      assert.strictEqual(deadlines.pending, 0)
+      assert.strictEqual(deadlines.users, 0)
       assert.isUndefined(deadlines.timer)
     }))
 
   it.effect("an interrupted send is settled: its request aborted, and the timer stopped", () =>
     Effect.gen(function*() {
       const aborted: Array<string> = []
-      const deadlines = Send.makeDeadlines(settings.firstByteTimeout)
+      const deadlines = Deadlines.make(settings.firstByteTimeout)
       const fiber = yield* Effect.fork(
         Effect.scoped(
           Send.sendTimed(client(aborted), HttpClientRequest.get("http://127.0.0.1:9/late"), settings, deadlines)
@@ -103,7 +112,94 @@ describe("first-byte deadlines", () => {
       yield* yieldAll
       yield* Fiber.interrupt(fiber)
       assert.deepStrictEqual(aborted, ["/late"])
-      assert.strictEqual(deadlines.pending, 0)
+      assert.strictEqual(deadlines.users, 0)
       assert.isUndefined(deadlines.timer)
+    }))
+})
+
+/** A web response whose body the test feeds by hand, one SSE event per `feed`. */
+const fedBody = () => {
+  let controller!: ReadableStreamDefaultController<Uint8Array>
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c
+    }
+  })
+  const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body))
+  return { response, feed: (data: string) => controller.enqueue(new TextEncoder().encode(`data: ${data}\n\n`)) }
+}
+
+/** Every event a delta; never done, and its end a premature EOF (or the failure it is given). */
+const machine = (): Machine<string> => ({
+  step: (data, out) => {
+    out.push(Generation.TextDelta({ text: data }))
+    return undefined
+  },
+  done: () => false,
+  end: (failure) => Effect.fail(Option.getOrElse(failure, () => prematureEof("test")))
+})
+
+describe("idle deadlines", () => {
+  it.effect("two streams share one queue: each times out 120 s into its own wait, and the timer stops after both", () =>
+    Effect.gen(function*() {
+      const idle = Deadlines.make(settings.idleTimeout)
+      const a = fedBody()
+      const b = fedBody()
+      const consume = (response: HttpClientResponse.HttpClientResponse) =>
+        Effect.fork(Stream.runCollect(
+          run({ body: Body.pull(response), settings, decode: (event) => event.data, machine: machine(), idle })
+        ))
+      assert.isTrue(Body.abandonable(yield* Effect.scoped(Body.pull(fedBody().response))), "not the path under test")
+      const first = yield* consume(a.response)
+      const second = yield* consume(b.response)
+      yield* yieldAll
+      assert.strictEqual(idle.users, 2)
+      assert.isDefined(idle.timer)
+      // an event for the first at 60 s restarts its wait: it times out at 180 s, the second at 120 s
+      yield* TestClock.adjust("60 seconds")
+      a.feed("1")
+      yield* yieldAll
+      yield* TestClock.adjust("59 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(second)), "timed out before 120 s")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(reasonOf(yield* Fiber.await(second)), "Timeout")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(first)), "the first timed out with the second")
+      assert.strictEqual(idle.users, 1)
+      assert.isDefined(idle.timer, "the timer stopped with a stream still open")
+      yield* TestClock.adjust("59 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(first)), "timed out before 120 s from its event")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(reasonOf(yield* Fiber.await(first)), "Timeout")
+      assert.strictEqual(idle.users, 0)
+      assert.isUndefined(idle.timer, "the timer still runs with no stream open")
+    }))
+
+  it.effect("a stream that ends in time disarms its deadline: nothing expires later, and the timer stops", () =>
+    Effect.gen(function*() {
+      const idle = Deadlines.make(settings.idleTimeout)
+      const a = fedBody()
+      const terminal: Machine<string> = { ...machine(), done: () => done, end: () => Effect.succeed([]) }
+      let done = false
+      const fiber = yield* Effect.fork(Stream.runCollect(run({
+        body: Body.pull(a.response),
+        settings,
+        decode: (event) => event.data,
+        machine: {
+          ...terminal,
+          step: (data, out) => {
+            done = data === "end"
+            return terminal.step(data, out)
+          }
+        },
+        idle
+      })))
+      yield* yieldAll
+      yield* TestClock.adjust("100 seconds")
+      a.feed("end")
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.strictEqual(idle.users, 0)
+      assert.isUndefined(idle.timer)
+      assert.isTrue(idle.entries.every((entry) => !entry.timedOut))
     }))
 })

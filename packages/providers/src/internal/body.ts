@@ -25,7 +25,7 @@ import * as Chunk from "effect/Chunk"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 
 /**
@@ -47,10 +47,40 @@ const outcomes = new WeakMap<Pull, () => bigint | undefined>()
  */
 export const outcomeAt = (pull: Pull): bigint | undefined => outcomes.get(pull)?.()
 
-const observed = (pull: Pull, at: () => bigint | undefined): Pull => {
+/** How each pull that can be abandoned is, for {@link abandon}. */
+const abandoners = new WeakMap<Pull, () => void>()
+
+/**
+ * Ends the wait of a pull of `pull` in progress: it returns an empty chunk at once, and what the body then gives is
+ * kept for the next pull. With no pull waiting, the next one to wait returns an empty chunk instead (the fiber that
+ * abandons may run while the reader's is between a read and its wait). For an idle timeout, which stops waiting for a
+ * body without a fiber of its own to interrupt (`sse.ts`, fix 31). False when `pull` cannot be abandoned (a body read
+ * through `response.stream`): only an interruption ends its wait.
+ *
+ * @internal
+ */
+export const abandon = (pull: Pull): boolean => {
+  const abandoner = abandoners.get(pull)
+  if (abandoner === undefined) return false
+  abandoner()
+  return true
+}
+
+/**
+ * Whether a wait of `pull` can be ended by {@link abandon}.
+ *
+ * @internal
+ */
+export const abandonable = (pull: Pull): boolean => abandoners.has(pull)
+
+const observed = (pull: Pull, at: () => bigint | undefined, abandon: () => void): Pull => {
   outcomes.set(pull, at)
+  abandoners.set(pull, abandon)
   return pull
 }
+
+/** What an abandoned wait returns. */
+const nothing: Pull = Effect.succeed(Chunk.empty())
 
 /** What is read of undici's body: a Node `Readable` in paused mode. */
 interface NodeReadable {
@@ -140,8 +170,26 @@ export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Ef
 const noop = () => {}
 
 /**
- * A web body's pull: one `read()` of its reader per pull. Released with the reader's `cancel`, then the request's
- * abort, as the platform's `response.stream` releases it.
+ * `acquire`, run uninterruptibly, with `release` of what it made added to the scope as it is: `Effect.acquireRelease`
+ * without what that does for a release that reads the acquiring fiber's state. `acquireRelease` takes the fiber's refs
+ * at the acquisition and patches them in around the release, two diffs of every fiber ref per body
+ * (docs/performance.md, fix 30); a body's release reads none of them and runs in the fiber that closes the scope.
+ * `Scope.close` does not make a finalizer uninterruptible: a release that waits must be so itself.
+ */
+const acquireReleased = <A>(
+  acquire: () => A,
+  release: (acquired: A) => Effect.Effect<void>
+): Effect.Effect<A, never, Scope.Scope> =>
+  Effect.flatMap(Effect.scope, (scope) =>
+    Effect.uninterruptible(Effect.suspend(() => {
+      const acquired = acquire()
+      return Effect.as(Scope.addFinalizer(scope, release(acquired)), acquired)
+    })))
+
+/**
+ * A web body's pull: one `read()` of its reader per pull, its result kept for the next pull when no pull waits for it
+ * any more (the one that started it was interrupted or abandoned), so that no read is lost. Released with the reader's
+ * `cancel`, then the request's abort, as the platform's `response.stream` releases it.
  */
 const fromWeb = (
   response: HttpClientResponse.HttpClientResponse,
@@ -150,34 +198,70 @@ const fromWeb = (
   clock: Clock.Clock
 ): Effect.Effect<Pull, never, Scope.Scope> =>
   Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => body.getReader()),
+    acquireReleased(
+      () => body.getReader(),
       // a failed body's `cancel` rejects with its failure, which the pull has already told
       (reader) =>
-        Effect.promise(() =>
+        Effect.uninterruptible(Effect.promise(() =>
           reader.cancel().then(noop, noop).finally(() => {
             controller?.abort()
           })
-        )
+        ))
     ),
     (reader): Pull => {
       const end: Pull = Effect.fail(Option.none())
       let endedAt: bigint | undefined
+      // the pull waiting for the read in progress, if one is, and the result of a read no pull waited for (the pull
+      // that started it was interrupted, or abandoned): the next pull's, so that nothing read is lost
+      let waiting: ((result: Pull) => void) | undefined
+      let reading = false
+      let unclaimed: Pull | undefined
+      // abandoned while no pull waited: the next wait returns at once
+      let abandoned = false
+      const deliver = (result: Pull) => {
+        reading = false
+        const resume = waiting
+        waiting = undefined
+        if (resume !== undefined) resume(result)
+        else unclaimed = result
+      }
       const read: Pull = Effect.async((resume) => {
-        reader.read().then(
-          (result) => {
-            if (result.done) endedAt ??= clock.unsafeCurrentTimeNanos()
-            resume(result.done ? end : Effect.succeed(Chunk.of(result.value)))
-          },
-          (cause) => {
-            endedAt ??= clock.unsafeCurrentTimeNanos()
-            resume(Effect.fail(Option.some(
-              new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
-            )))
-          }
-        )
+        if (unclaimed !== undefined) {
+          const result = unclaimed
+          unclaimed = undefined
+          return resume(result)
+        }
+        if (abandoned) {
+          abandoned = false
+          return resume(nothing)
+        }
+        waiting = resume
+        if (!reading) {
+          reading = true
+          reader.read().then(
+            (result) => {
+              if (result.done) endedAt ??= clock.unsafeCurrentTimeNanos()
+              deliver(result.done ? end : Effect.succeed(Chunk.of(result.value)))
+            },
+            (cause) => {
+              endedAt ??= clock.unsafeCurrentTimeNanos()
+              deliver(Effect.fail(Option.some(
+                new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
+              )))
+            }
+          )
+        }
+        return Effect.sync(() => {
+          waiting = undefined
+        })
       })
-      return observed(read, () => endedAt)
+      const abandon = () => {
+        const resume = waiting
+        waiting = undefined
+        if (resume !== undefined) resume(nothing)
+        else abandoned = true
+      }
+      return observed(read, () => endedAt, abandon)
     }
   )
 
@@ -204,22 +288,24 @@ const fromReadable = (
   clock: Clock.Clock
 ): Effect.Effect<Pull, never, Scope.Scope> =>
   Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => {
+    acquireReleased(
+      () => {
         // the body's end (`None`) or failure, once it is known, and when it became known
         let outcome: Option.Option<HttpClientError.ResponseError> | undefined = readable.readable
           ? undefined
           : Option.none()
         let outcomeAt = outcome === undefined ? undefined : clock.unsafeCurrentTimeNanos()
-        // the pull waiting for the body to have something, if one is
-        let waiting: ((next: Effect.Effect<void>) => void) | undefined
+        // the pull waiting for the body to have something, if one is: resumed with `read` (made once) to read again
+        let waiting: ((next: Pull) => void) | undefined
         // the body signalled since the last `read()` while no pull waited (the fiber may yield between a `read()`
         // that found nothing and its wait): the wait then passes at once, as the platform's latch would
         let signalled = false
+        // abandoned while no pull waited: the next wait returns at once
+        let abandoned = false
         const wake = () => {
           const resume = waiting
           waiting = undefined
-          if (resume !== undefined) resume(Effect.void)
+          if (resume !== undefined) resume(read)
           else signalled = true
         }
         const onReadable = wake
@@ -238,8 +324,12 @@ const fromReadable = (
         readable.on("readable", onReadable)
         readable.on("error", onError)
         readable.on("end", onEnd)
-        const wait = Effect.async<void>((resume) => {
-          if (signalled) return resume(Effect.void)
+        const wait: Pull = Effect.async((resume) => {
+          if (signalled) return resume(read)
+          if (abandoned) {
+            abandoned = false
+            return resume(nothing)
+          }
           waiting = resume
           return Effect.sync(() => {
             waiting = undefined
@@ -250,7 +340,7 @@ const fromReadable = (
           let bytes = readable.read()
           if (bytes === null) {
             if (outcome !== undefined) return Effect.fail(outcome)
-            return Effect.zipRight(wait, read)
+            return wait
           }
           const reads = [bytes]
           while ((bytes = readable.read()) !== null) reads.push(bytes)
@@ -268,8 +358,15 @@ const fromReadable = (
           }
           controller?.abort()
         }
-        return { read: observed(read, () => outcomeAt), release }
-      }),
+        // nothing is lost: what the body has stays buffered in it for the next `read()`
+        const abandon = () => {
+          const resume = waiting
+          waiting = undefined
+          if (resume !== undefined) resume(nothing)
+          else abandoned = true
+        }
+        return { read: observed(read, () => outcomeAt, abandon), release }
+      },
       ({ release }) => Effect.sync(release)
     ),
     ({ read }) => read

@@ -16,6 +16,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ProviderOptions from "../ProviderOptions.js"
 import * as Body from "./body.js"
+import * as Deadlines from "./deadlines.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import * as RequestChecks from "./requestChecks.js"
@@ -48,8 +49,10 @@ export const makeService = <Ev>(options: {
   readonly request: (request: Generation.GenerationRequest) => Send.RequestSpec
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
 }): Provider.Service => {
-  // the first-byte deadlines of this service's sends, timed by one fiber (fix 25)
-  const deadlines = Send.makeDeadlines(options.settings.firstByteTimeout)
+  // the first-byte deadlines of this service's sends, and the idle deadlines of its streams, each timed by one fiber
+  // (fixes 25 and 31)
+  const deadlines = Deadlines.make(options.settings.firstByteTimeout)
+  const idle = Deadlines.make(options.settings.idleTimeout)
   return {
     protocol: options.protocol,
     // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
@@ -76,7 +79,8 @@ export const makeService = <Ev>(options: {
               settings: options.settings,
               decode: decoder.decode,
               machine: decoder.machine,
-              requestId
+              requestId,
+              idle
             })
           }
         )

@@ -15,16 +15,14 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
-import type * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Runtime from "effect/Runtime"
 import * as Scope from "effect/Scope"
+import * as Deadlines from "./deadlines.js"
 import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
 import { type Fallbacks, unsupportedParameter } from "./fallback.js"
 import { contentEncoding, requestId } from "./responseHeaders.js"
@@ -70,105 +68,14 @@ export const execute = (
   )
 
 /**
- * The first-byte deadlines of one provider's generation sends ({@link sendTimed}), timed by one fiber for all
- * of them: a send's wait for its headers costs an entry in a queue, not a fiber and a race of its own. The timer
- * fiber runs while a send is pending, sleeping on the `Clock` until the earliest deadline; the send that finds none
- * running starts it (a root fiber on the sender's runtime, so its `Clock`, started at once so that there is never a
- * second), and the send that settles the last one pending interrupts it, so nothing sleeps once the sends are done
- * (a process exits when its work does).
- *
- * @internal
- */
-export interface Deadlines {
-  readonly millis: number
-  entries: Array<Deadline>
-  head: number
-  pending: number
-  timer: Fiber.RuntimeFiber<void> | undefined
-}
-
-interface Deadline {
-  readonly at: number
-  // closing it aborts the request; cleared once the send settles
-  scope: Scope.CloseableScope | undefined
-  settled: boolean
-  timedOut: boolean
-}
-
-/** @internal */
-export const makeDeadlines = (timeout: Duration.Duration): Deadlines => ({
-  millis: Duration.toMillis(timeout),
-  entries: [],
-  head: 0,
-  pending: 0,
-  timer: undefined
-})
-
-// Every deadline is the send's time (the Clock's monotonic nanoseconds, in milliseconds) plus the same timeout, so
-// the queue is in deadline order: the timer sleeps until the first unsettled one and never needs waking for a later
-// send.
-const nowMillis = (clock: Clock.Clock) => Number(clock.unsafeCurrentTimeNanos() / 1_000_000n)
-
-const timeDeadlines = (deadlines: Deadlines): Effect.Effect<void> =>
-  Effect.flatMap(Effect.clock, (clock) => {
-    const loop: Effect.Effect<void> = Effect.suspend(() => {
-      const now = nowMillis(clock)
-      const expired: Array<Scope.CloseableScope> = []
-      while (deadlines.head < deadlines.entries.length) {
-        const entry = deadlines.entries[deadlines.head]
-        if (!entry.settled) {
-          if (entry.at > now) break
-          entry.timedOut = true
-          if (entry.scope !== undefined) expired.push(entry.scope)
-        }
-        deadlines.head++
-      }
-      compact(deadlines)
-      const wait = deadlines.head < deadlines.entries.length
-        ? deadlines.entries[deadlines.head].at - now
-        : deadlines.millis
-      const sleep = Effect.zipRight(clock.sleep(Duration.millis(Math.max(1, wait))), loop)
-      return expired.length === 0 ? sleep : Effect.zipRight(
-        Effect.uninterruptible(Effect.forEach(expired, (scope) => Scope.close(scope, Exit.void), { discard: true })),
-        sleep
-      )
-    })
-    return loop
-  })
-
-// drops the settled entries at the head, so that the queue stays as long as the sends pending when they settle in
-// order, whenever the timer wakes
-const compact = (deadlines: Deadlines) => {
-  while (deadlines.head < deadlines.entries.length && deadlines.entries[deadlines.head].settled) deadlines.head++
-  if (deadlines.head >= 1024 && deadlines.head * 2 >= deadlines.entries.length) {
-    deadlines.entries = deadlines.entries.slice(deadlines.head)
-    deadlines.head = 0
-  }
-}
-
-const settle = (deadlines: Deadlines, entry: Deadline): Effect.Effect<void> => {
-  if (entry.settled) return Effect.void
-  entry.settled = true
-  entry.scope = undefined
-  deadlines.pending--
-  compact(deadlines)
-  if (deadlines.pending > 0 || deadlines.timer === undefined) return Effect.void
-  const timer = deadlines.timer
-  deadlines.timer = undefined
-  deadlines.entries = []
-  deadlines.head = 0
-  return Fiber.interrupt(timer)
-}
-
-/**
  * A generation's send timed by `deadlines` rather than by a race: `Budget.reserve`, then the request in the
  * caller's fiber, in a scope of its own (a child of the caller's, so the response lives as long as the caller's
  * scope) with the client scoped by `HttpClient.withScope`, so that closing that scope aborts it. The deadlines'
  * timer closes it when the headers are late, and the request's failure is then told as the `Timeout`.
  * `Effect.timeoutFail` forks two fibers per send and joins the winner's fiber refs back: that measured about 30 MB
- * of figure 3's peak RSS (docs/performance.md, fix 25). The timeout relies on the client honouring the request's
- * `AbortSignal`, as every client of @effect/platform does. Interruption aborts the request (the caller's scope
- * closes) and stays interruption.
+ * of figure 3's peak RSS (docs/performance.md, fix 25). One fiber times the sends of a provider (`deadlines.ts`).
+ * The timeout relies on the client honouring the request's `AbortSignal`, as every client of @effect/platform does.
+ * Interruption aborts the request (the caller's scope closes) and stays interruption.
  *
  * @internal
  */
@@ -176,7 +83,7 @@ export const sendTimed = (
   client: HttpClient.HttpClient,
   request: HttpClientRequest.HttpClientRequest,
   settings: Settings,
-  deadlines: Deadlines
+  deadlines: Deadlines.Deadlines
 ): Effect.Effect<
   HttpClientResponse.HttpClientResponse,
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
@@ -184,25 +91,20 @@ export const sendTimed = (
 > =>
   Effect.zipRight(
     Budget.reserve,
-    // from the entry's making to its settling, uninterruptible but for the request itself: every entry pending is
-    // settled, so the timer always stops
+    // from the deadline's arming to its settling, uninterruptible but for the request itself: every send that opens
+    // the queue closes it, so the timer always stops
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Effect.scope, (outer) =>
         Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
           Effect.flatMap(Effect.clock, (clock) => {
-            const entry: Deadline = {
-              at: nowMillis(clock) + deadlines.millis,
-              scope,
-              settled: false,
-              timedOut: false
-            }
-            deadlines.entries.push(entry)
-            deadlines.pending++
+            const entry = Deadlines.arm(deadlines, clock, Scope.close(scope, Exit.void))
             const sent = Effect.matchEffect(
               Effect.onExit(
                 restore(Scope.extend(scopedClient(client).execute(request), scope)),
-                () =>
-                  settle(deadlines, entry)
+                () => {
+                  Deadlines.disarm(deadlines, entry)
+                  return Deadlines.close(deadlines)
+                }
               ),
               {
                 onFailure: (error) =>
@@ -212,16 +114,7 @@ export const sendTimed = (
                   entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
               }
             )
-            if (deadlines.timer !== undefined) {
-              return sent
-            }
-            return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
-              // started here, at once, unless another send started it meanwhile: one timer at a time
-              if (deadlines.timer === undefined) {
-                deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(timeDeadlines(deadlines)))
-              }
-              return sent
-            })
+            return Effect.zipRight(Deadlines.open(deadlines), sent)
           })))
     )
   )
@@ -316,7 +209,7 @@ export const open = (
   client: HttpClient.HttpClient,
   spec: RequestSpec,
   settings: Settings,
-  deadlines?: Deadlines
+  deadlines?: Deadlines.Deadlines
 ): Effect.Effect<
   HttpClientResponse.HttpClientResponse,
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,

@@ -3,8 +3,10 @@
  * UTF-8 decoding of each read (streaming) → the SSE parser of `eventsource-parser` (`createParser`, its
  * `maxBufferSize` set to `maxEventSize`) → JSON.parse → the event's schema (its guard first, `decodeFast`)`, the
  * idle timeout over events that make progress, and the runner of a protocol's state machine with terminal
- * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass, run by one reader fiber
- * that pulls the body itself.
+ * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass, run in the consumer's
+ * fiber, which pulls the body itself; the idle timeout is a deadline per pull in a queue timed by one fiber for all the
+ * streams of a provider (`deadlines.ts`, fix 31), or, for a body whose wait cannot be abandoned, a reader fiber and a
+ * watchdog per stream ({@link watched}).
  *
  * @internal
  */
@@ -29,6 +31,7 @@ import * as Stream from "effect/Stream"
 import { createParser } from "eventsource-parser"
 import * as ProviderOptions from "../ProviderOptions.js"
 import * as Body from "./body.js"
+import * as Deadlines from "./deadlines.js"
 import { parseErrorBody } from "./errorBody.js"
 import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
@@ -209,6 +212,9 @@ export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
  * interrupted goes to the next pull, and a pull made while a read is in progress waits for that read rather than
  * asking for another (two interrupted pulls in a row cost one read, and lose none). After a failure or the end, the
  * reader stops and every later pull gets the same.
+ *
+ * The body pipeline uses it only for a body whose wait cannot be abandoned (`Body.abandonable`: a client's response
+ * that is neither undici's nor a web one); the others need neither fiber (fix 31).
  *
  * @internal
  */
@@ -477,8 +483,8 @@ const jsonInsteadOfStream = (
  * Each read is one synchronous pass: its bytes are decoded and fed to the parser, and the events it completes are
  * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
  * event and a timer per event cost far more than the decoding itself (see `docs/performance.md`). The body is read by
- * one pull (`Body.pull`, fix 22) through {@link watched}, not through stream stages: its end, its failure and the
- * machine's end are handled here (fix 14). On an idle timeout reading stops at once, the body is closed, and
+ * one pull (`Body.pull`, fix 22), not through stream stages: its end, its failure and the machine's end are handled
+ * here (fix 14). On an idle timeout (see the module's description) reading stops at once, the body is closed, and
  * `machine.end` gets the `Timeout`. A body that fails mid-read is `TransportError{reason: "Reset"}` (or a
  * `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is `ProviderRejection{reason:
  * "MalformedStream"}`, after the events before it. The body's bytes are counted: past `maxReplyBytes`, the events
@@ -507,6 +513,11 @@ export interface RunOptions<Ev> {
   readonly machine: Machine<Ev>
   /** The response's request id, for an error sent as a JSON body in place of the stream. */
   readonly requestId?: string | undefined
+  /**
+   * The idle deadlines of the provider's streams (`Deadlines.make(settings.idleTimeout)`), timed by one fiber for all
+   * of them; without it, this stream's own.
+   */
+  readonly idle?: Deadlines.Deadlines | undefined
 }
 
 /**
@@ -592,10 +603,18 @@ export const pull = <Ev>(
       after = undefined
       return then
     }
+    // The idle deadline of the pull in progress, when the body can be abandoned: see below.
+    let deadline: Deadlines.Deadline | undefined
+    const timedOut = (): Result =>
+      Effect.zipRight(
+        Scope.close(bodyScope, Exit.void),
+        end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos())
+      )
     const next: Result = Effect.suspend(() => {
       const then = takeAfter()
       if (then !== undefined) return then
       if (stopped) return finished
+      if (deadline !== undefined && deadline.timedOut) return timedOut()
       return Effect.matchCauseEffect(body, {
         onSuccess: onReads,
         onFailure: (cause): Result => {
@@ -612,19 +631,41 @@ export const pull = <Ev>(
         }
       })
     })
-    const take = yield* watched(
-      next,
-      settings.idleTimeout,
-      () => {
-        // a failure the last read ended with is still to be told: it goes first, as it would have
-        const then = takeAfter()
-        if (then !== undefined) return then
-        if (stopped) return finished
-        return Effect.zipRight(
-          Scope.close(bodyScope, Exit.void),
-          end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos())
-        )
+    if (!Body.abandonable(body)) {
+      return yield* watched(
+        next,
+        settings.idleTimeout,
+        () => {
+          // a failure the last read ended with is still to be told: it goes first, as it would have
+          const then = takeAfter()
+          if (then !== undefined) return then
+          if (stopped) return finished
+          return timedOut()
+        }
+      )
+    }
+    // The body's wait can be ended from outside (`Body.abandon`), so the consumer's fiber reads it itself, and the
+    // idle timeout is a deadline armed for each pull in a queue timed by one fiber for the provider's streams, with no
+    // reader fiber, watchdog fiber or timer per stream (fix 31). A deadline that passes abandons the body's wait; the
+    // read then finds it passed and ends with the `Timeout`, the body closed first. A pull that returns disarms it.
+    const idle = options.idle ?? Deadlines.make(settings.idleTimeout)
+    yield* Deadlines.open(idle)
+    yield* Scope.addFinalizer(yield* Effect.scope, Effect.suspend(() => Deadlines.close(idle)))
+    const expire = Effect.sync(() => {
+      if (deadline !== undefined && deadline.timedOut) Body.abandon(body)
+    })
+    const settled = {
+      onFailure: (cause: Cause.Cause<Option.Option<ProviderFailure.ProviderFailure>>): Result => {
+        Deadlines.disarm(idle, deadline!)
+        return Effect.failCause(cause)
+      },
+      onSuccess: (chunk: Chunk.Chunk<Generation.GenerationEvent>): Result => {
+        Deadlines.disarm(idle, deadline!)
+        return Effect.succeed(chunk)
       }
-    )
-    return take
+    }
+    return Effect.suspend(() => {
+      deadline = Deadlines.arm(idle, clock, expire)
+      return Effect.matchCauseEffect(next, settled)
+    })
   })

@@ -1,0 +1,143 @@
+/**
+ * Deadlines of one length, timed by one fiber for all of them: a provider's first-byte timeouts (`send.ts`, fix 25)
+ * and its idle timeouts (`sse.ts`, fix 31). A deadline costs an entry in a queue, not a fiber and a timer of its own.
+ *
+ * - Every deadline is the `Clock`'s monotonic time when it is armed (in milliseconds) plus the same length, so the
+ *   queue is in deadline order: the timer sleeps until the first one still armed, and never needs waking for a later
+ *   one (its deadline is at least the length away, and the timer never sleeps longer than that).
+ * - The timer runs while the queue has users ({@link open}, {@link close}): the first user starts it (a root fiber on
+ *   that user's runtime, so its `Clock`, started at once so that there is never a second), and the last one to close
+ *   interrupts it, so nothing sleeps once the users are done (a process exits when its work does). A user may arm many
+ *   deadlines in turn (an idle timeout arms one per read it waits for) without starting the timer each time.
+ * - A deadline that passes while armed is marked `timedOut` and its `expire` runs, in the timer's fiber,
+ *   uninterruptibly. A deadline is disarmed when what it timed settles ({@link disarm}); a disarmed one never expires.
+ *
+ * @internal
+ */
+import type * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
+
+/** @internal */
+export interface Deadlines {
+  readonly millis: number
+  entries: Array<Deadline>
+  head: number
+  /** Users that have opened the queue and not closed it: the timer runs while there is one. */
+  users: number
+  timer: Fiber.RuntimeFiber<void> | undefined
+}
+
+/** @internal */
+export interface Deadline {
+  readonly at: number
+  /** What the deadline's passing does; cleared once it is disarmed. */
+  expire: Effect.Effect<void> | undefined
+  settled: boolean
+  timedOut: boolean
+}
+
+/** @internal */
+export const make = (length: Duration.Duration): Deadlines => ({
+  millis: Duration.toMillis(length),
+  entries: [],
+  head: 0,
+  users: 0,
+  timer: undefined
+})
+
+const nowMillis = (clock: Clock.Clock) => Number(clock.unsafeCurrentTimeNanos() / 1_000_000n)
+
+const time = (deadlines: Deadlines): Effect.Effect<void> =>
+  Effect.flatMap(Effect.clock, (clock) => {
+    const loop: Effect.Effect<void> = Effect.suspend(() => {
+      const now = nowMillis(clock)
+      const expired: Array<Effect.Effect<void>> = []
+      while (deadlines.head < deadlines.entries.length) {
+        const entry = deadlines.entries[deadlines.head]
+        if (!entry.settled) {
+          if (entry.at > now) break
+          entry.timedOut = true
+          entry.settled = true
+          if (entry.expire !== undefined) expired.push(entry.expire)
+          entry.expire = undefined
+        }
+        deadlines.head++
+      }
+      compact(deadlines)
+      const wait = deadlines.head < deadlines.entries.length
+        ? deadlines.entries[deadlines.head].at - now
+        : deadlines.millis
+      const sleep = Effect.zipRight(clock.sleep(Duration.millis(Math.max(1, wait))), loop)
+      return expired.length === 0
+        ? sleep
+        : Effect.zipRight(Effect.uninterruptible(Effect.forEach(expired, (expire) => expire, { discard: true })), sleep)
+    })
+    return loop
+  })
+
+// drops the disarmed entries at the head, so that the queue stays about as long as the deadlines armed
+const compact = (deadlines: Deadlines) => {
+  while (deadlines.head < deadlines.entries.length && deadlines.entries[deadlines.head].settled) deadlines.head++
+  if (deadlines.head >= 1024 && deadlines.head * 2 >= deadlines.entries.length) {
+    deadlines.entries = deadlines.entries.slice(deadlines.head)
+    deadlines.head = 0
+  }
+}
+
+/**
+ * A user of the queue begins: the timer is started if it is not running.
+ *
+ * @internal
+ */
+export const open = (deadlines: Deadlines): Effect.Effect<void> => {
+  deadlines.users++
+  if (deadlines.timer !== undefined) return Effect.void
+  return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+    // started here, at once, unless another user started it meanwhile: one timer at a time
+    if (deadlines.timer === undefined && deadlines.users > 0) {
+      deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(time(deadlines)))
+    }
+    return Effect.void
+  })
+}
+
+/**
+ * A user of the queue is done: the last one stops the timer and empties the queue.
+ *
+ * @internal
+ */
+export const close = (deadlines: Deadlines): Effect.Effect<void> => {
+  deadlines.users--
+  if (deadlines.users > 0 || deadlines.timer === undefined) return Effect.void
+  const timer = deadlines.timer
+  deadlines.timer = undefined
+  deadlines.entries = []
+  deadlines.head = 0
+  return Fiber.interrupt(timer)
+}
+
+/**
+ * A deadline the queue's length from now, which runs `expire` if it passes while armed. Only while the queue is open.
+ *
+ * @internal
+ */
+export const arm = (deadlines: Deadlines, clock: Clock.Clock, expire: Effect.Effect<void> | undefined): Deadline => {
+  const entry: Deadline = { at: nowMillis(clock) + deadlines.millis, expire, settled: false, timedOut: false }
+  deadlines.entries.push(entry)
+  return entry
+}
+
+/**
+ * What the deadline timed has settled: it no longer expires.
+ *
+ * @internal
+ */
+export const disarm = (deadlines: Deadlines, entry: Deadline): void => {
+  if (entry.settled) return
+  entry.settled = true
+  entry.expire = undefined
+  compact(deadlines)
+}
