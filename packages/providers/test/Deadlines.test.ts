@@ -145,10 +145,14 @@ describe("idle deadlines", () => {
       const idle = Deadlines.make(settings.idleTimeout)
       const a = fedBody()
       const b = fedBody()
+      // as a provider's attempt uses the queue: open from before the read to the end of the stream's scope
       const consume = (response: HttpClientResponse.HttpClientResponse) =>
-        Effect.fork(Stream.runCollect(
-          run({ body: Body.pull(response), settings, decode: (event) => event.data, machine: machine(), idle })
-        ))
+        Effect.fork(Effect.scoped(Effect.zipRight(
+          Effect.zipRight(Deadlines.open(idle), Effect.addFinalizer(() => Deadlines.close(idle))),
+          Stream.runCollect(
+            run({ body: Body.pull(response), settings, decode: (event) => event.data, machine: machine(), idle })
+          )
+        )))
       assert.isTrue(Body.abandonable(yield* Effect.scoped(Body.pull(fedBody().response))), "not the path under test")
       const first = yield* consume(a.response)
       const second = yield* consume(b.response)
@@ -180,6 +184,8 @@ describe("idle deadlines", () => {
       const a = fedBody()
       const terminal: Machine<string> = { ...machine(), done: () => done, end: () => Effect.succeed([]) }
       let done = false
+      const roots = (yield* Fiber.roots).length
+      // without the provider's use of the queue: the stream opens it itself
       const fiber = yield* Effect.fork(Stream.runCollect(run({
         body: Body.pull(a.response),
         settings,
@@ -190,16 +196,34 @@ describe("idle deadlines", () => {
             done = data === "end"
             return terminal.step(data, out)
           }
-        },
-        idle
+        }
       })))
       yield* yieldAll
       yield* TestClock.adjust("100 seconds")
       a.feed("end")
-      const exit = yield* Fiber.await(fiber)
-      assert.isTrue(Exit.isSuccess(exit))
-      assert.strictEqual(idle.users, 0)
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(fiber)))
+      yield* yieldAll
+      // the stream's timer (a root fiber) is gone with it
+      assert.strictEqual((yield* Fiber.roots).length, roots)
+    }))
+
+  it.effect("a provider's attempt holds the queue open from its send: a stream after it finds the timer running", () =>
+    Effect.gen(function*() {
+      const idle = Deadlines.make(settings.idleTimeout)
+      const a = fedBody()
+      yield* Deadlines.open(idle)
+      yield* yieldAll
+      const timer = idle.timer
+      assert.isDefined(timer)
+      const fiber = yield* Effect.fork(Stream.runCollect(
+        run({ body: Body.pull(a.response), settings, decode: (event) => event.data, machine: machine(), idle })
+      ))
+      yield* yieldAll
+      assert.strictEqual(idle.timer, timer, "the stream started a timer of its own")
+      yield* TestClock.adjust("120 seconds")
+      assert.strictEqual(reasonOf(yield* Fiber.await(fiber)), "Timeout")
+      assert.strictEqual(idle.users, 1)
+      yield* Deadlines.close(idle)
       assert.isUndefined(idle.timer)
-      assert.isTrue(idle.entries.every((entry) => !entry.timedOut))
     }))
 })

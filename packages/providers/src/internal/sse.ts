@@ -515,7 +515,8 @@ export interface RunOptions<Ev> {
   readonly requestId?: string | undefined
   /**
    * The idle deadlines of the provider's streams (`Deadlines.make(settings.idleTimeout)`), timed by one fiber for all
-   * of them; without it, this stream's own.
+   * of them, and opened by the caller (`Deadlines.open`) for at least as long as this stream is read; without it, the
+   * stream's own, opened here.
    */
   readonly idle?: Deadlines.Deadlines | undefined
 }
@@ -649,8 +650,10 @@ export const pull = <Ev>(
     // reader fiber, watchdog fiber or timer per stream (fix 31). A deadline that passes abandons the body's wait; the
     // read then finds it passed and ends with the `Timeout`, the body closed first. A pull that returns disarms it.
     const idle = options.idle ?? Deadlines.make(settings.idleTimeout)
-    yield* Deadlines.open(idle)
-    yield* Scope.addFinalizer(yield* Effect.scope, Effect.suspend(() => Deadlines.close(idle)))
+    if (options.idle === undefined) {
+      yield* Deadlines.open(idle)
+      yield* Scope.addFinalizer(yield* Effect.scope, Effect.suspend(() => Deadlines.close(idle)))
+    }
     const expire = Effect.sync(() => {
       if (deadline !== undefined && deadline.timedOut) Body.abandon(body)
     })
