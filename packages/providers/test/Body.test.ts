@@ -5,14 +5,14 @@
  * client's. The first test of each client ("takes its path") pins the shape it relies on, so an upgrade of
  * @effect/platform or @effect/platform-node that changes it fails here instead of falling back without a word.
  */
-import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import { FetchHttpClient, HttpClient, type HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, type Layer, Option, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
-import { server } from "./support/harness.js"
+import { fedResponse, server } from "./support/harness.js"
 import type { Handler } from "./support/harness.js"
 
 type Served = Effect.Effect.Success<ReturnType<typeof server>>
@@ -216,6 +216,22 @@ for (const client of clients) {
       return { handler, release, first: parts.slice(0, half).join(""), second: parts.slice(half).join("") }
     }
 
+    /**
+     * The body of a server writing `inTwoHalves`, its first half read: `f` runs with its pull waiting for the second,
+     * and the halves.
+     */
+    const afterFirstHalf = <A, E>(
+      f: (pull: Body.Pull, halves: ReturnType<typeof inTwoHalves>) => Effect.Effect<A, E, Scope.Scope>
+    ) => {
+      const halves = inTwoHalves()
+      return withClient(client.layer, halves.handler, (s) =>
+        Effect.scoped(Effect.gen(function*() {
+          const pull = yield* Body.pull(yield* post(s.url))
+          assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
+          return yield* f(pull, halves)
+        })))
+    }
+
     /** Pulls until `text` has been read (however the bytes were cut into reads). */
     const readUntil = (pull: Body.Pull, text: string) =>
       Effect.gen(function*() {
@@ -233,13 +249,10 @@ for (const client of clients) {
             assert.isFalse(Body.abandon(pull))
           }))))
     } else {
-      it.effect("abandoned, a waiting pull returns an empty chunk at once; what follows goes to the next pull", () => {
-        const halves = inTwoHalves()
-        return withClient(client.layer, halves.handler, (s) =>
-          Effect.scoped(Effect.gen(function*() {
-            const pull = yield* Body.pull(yield* post(s.url))
+      it.effect("abandoned, a waiting pull returns an empty chunk at once; what follows goes to the next pull", () =>
+        afterFirstHalf((pull, halves) =>
+          Effect.gen(function*() {
             assert.isTrue(Body.abandonable(pull))
-            assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
             const waiting = yield* Effect.fork(pull)
             yield* Effect.repeatN(Effect.yieldNow(), 20)
             assert.isTrue(Body.abandon(pull))
@@ -249,28 +262,22 @@ for (const client of clients) {
             const rest = yield* drain(pull)
             assert.strictEqual(rest.bytes, halves.second)
             assert.isTrue(Option.isNone(rest.end))
-          })))
-      })
+          })
+        ))
 
-      it.effect("abandoned with no pull waiting, the next pull's wait returns an empty chunk at once", () => {
-        const halves = inTwoHalves()
-        return withClient(client.layer, halves.handler, (s) =>
-          Effect.scoped(Effect.gen(function*() {
-            const pull = yield* Body.pull(yield* post(s.url))
-            assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
+      it.effect("abandoned with no pull waiting, the next pull's wait returns an empty chunk at once", () =>
+        afterFirstHalf((pull, halves) =>
+          Effect.gen(function*() {
             Body.abandon(pull)
             assert.strictEqual(Chunk.size(yield* pull), 0)
             halves.release()
             assert.strictEqual((yield* drain(pull)).bytes, halves.second)
-          })))
-      })
+          })
+        ))
 
-      it.effect("a pull interrupted while it waits loses nothing: the next pull gets what arrives", () => {
-        const halves = inTwoHalves()
-        return withClient(client.layer, halves.handler, (s) =>
-          Effect.scoped(Effect.gen(function*() {
-            const pull = yield* Body.pull(yield* post(s.url))
-            assert.strictEqual(yield* readUntil(pull, halves.first), halves.first)
+      it.effect("a pull interrupted while it waits loses nothing: the next pull gets what arrives", () =>
+        afterFirstHalf((pull, halves) =>
+          Effect.gen(function*() {
             const waiting = yield* Effect.fork(pull)
             yield* Effect.repeatN(Effect.yieldNow(), 20)
             yield* Fiber.interrupt(waiting)
@@ -278,8 +285,8 @@ for (const client of clients) {
             const rest = yield* drain(pull)
             assert.strictEqual(rest.bytes, halves.second)
             assert.isTrue(Option.isNone(rest.end))
-          })))
-      })
+          })
+        ))
     }
 
     it.effect("an empty body ends at once", () =>
@@ -298,42 +305,37 @@ for (const client of clients) {
 }
 
 describe("the body reader over a web body fed by hand", () => {
-  const fed = () => {
-    let controller!: ReadableStreamDefaultController<Uint8Array>
-    const body = new ReadableStream<Uint8Array>({
-      start(c) {
-        controller = c
-      }
-    })
-    const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body))
-    return { response, feed: (text: string) => controller.enqueue(new TextEncoder().encode(text)) }
-  }
   // the event loop's next turn: the reader's `read()` has settled by then
   const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
   const text = (chunk: Chunk.Chunk<Uint8Array>) => Buffer.concat([...chunk]).toString("utf8")
 
-  it.effect("a read that settles after its pull was interrupted goes to the next pull", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { feed, response } = fed()
-      const pull = yield* Body.pull(response)
-      const waiting = yield* Effect.fork(pull)
-      yield* Effect.repeatN(Effect.yieldNow(), 20)
-      yield* Fiber.interrupt(waiting)
-      feed("data: 1\n\n")
-      yield* nextTurn
-      assert.strictEqual(text(yield* pull), "data: 1\n\n")
-    })))
+  // how the waiting pull stops waiting: interrupted, or abandoned (it then returns an empty chunk)
+  const ends = [
+    {
+      how: "interrupted",
+      end: (_: Body.Pull, waiting: Fiber.RuntimeFiber<unknown, unknown>) => Fiber.interrupt(waiting)
+    },
+    {
+      how: "abandoned",
+      end: (pull: Body.Pull, waiting: Fiber.RuntimeFiber<Chunk.Chunk<Uint8Array>, unknown>) =>
+        Effect.gen(function*() {
+          Body.abandon(pull)
+          assert.strictEqual(Chunk.size(yield* Fiber.join(waiting)), 0)
+        })
+    }
+  ] as const
 
-  it.effect("a read that settles after its pull was abandoned goes to the next pull", () =>
-    Effect.scoped(Effect.gen(function*() {
-      const { feed, response } = fed()
-      const pull = yield* Body.pull(response)
-      const waiting = yield* Effect.fork(pull)
-      yield* Effect.repeatN(Effect.yieldNow(), 20)
-      Body.abandon(pull)
-      assert.strictEqual(Chunk.size(yield* Fiber.join(waiting)), 0)
-      feed("data: 2\n\n")
-      yield* nextTurn
-      assert.strictEqual(text(yield* pull), "data: 2\n\n")
-    })))
+  for (const { end, how } of ends) {
+    it.effect(`a read that settles after its pull was ${how} goes to the next pull`, () =>
+      Effect.scoped(Effect.gen(function*() {
+        const { feed, response } = fedResponse()
+        const pull = yield* Body.pull(response)
+        const waiting = yield* Effect.fork(pull)
+        yield* Effect.repeatN(Effect.yieldNow(), 20)
+        yield* end(pull, waiting)
+        feed("data: 1\n\n")
+        yield* nextTurn
+        assert.strictEqual(text(yield* pull), "data: 1\n\n")
+      })))
+  }
 })

@@ -19,6 +19,7 @@ import * as Deadlines from "../src/internal/deadlines.js"
 import * as Send from "../src/internal/send.js"
 import * as Settings from "../src/internal/settings.js"
 import { type Machine, prematureEof, run } from "../src/internal/sse.js"
+import { fedResponse } from "./support/harness.js"
 
 const settings = Settings.settings("openai-chat", {
   apiKey: Redacted.make("sk-test"),
@@ -119,14 +120,8 @@ describe("first-byte deadlines", () => {
 
 /** A web response whose body the test feeds by hand, one SSE event per `feed`. */
 const fedBody = () => {
-  let controller!: ReadableStreamDefaultController<Uint8Array>
-  const body = new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c
-    }
-  })
-  const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body))
-  return { response, feed: (data: string) => controller.enqueue(new TextEncoder().encode(`data: ${data}\n\n`)) }
+  const { feed, response } = fedResponse()
+  return { response, feed: (data: string) => feed(`data: ${data}\n\n`) }
 }
 
 /** Every event a delta; never done, and its end a premature EOF (or the failure it is given). */

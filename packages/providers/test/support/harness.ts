@@ -1,8 +1,8 @@
 /**
  * Test support: an in-memory HttpClient serving fixed bytes, a loopback node:http server that records what it
- * received, and helpers to run a provider stream inside a Budget scope.
+ * received, a web response fed by hand, and helpers to run a provider stream inside a Budget scope.
  */
-import { HttpClient, HttpClientResponse } from "@effect/platform"
+import { HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import * as Budget from "@reprise/core/Budget"
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
@@ -203,3 +203,18 @@ export const closedPort = Effect.async<number>((resume) => {
     s.close(() => resume(Effect.succeed(port)))
   })
 })
+
+/**
+ * A web response (`HttpClientResponse.fromWeb`, as the fetch client makes) whose body the test feeds by hand: `feed`
+ * enqueues the text as one read.
+ */
+export const fedResponse = () => {
+  let controller!: ReadableStreamDefaultController<Uint8Array>
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      controller = c
+    }
+  })
+  const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body))
+  return { response, feed: (text: string) => controller.enqueue(new TextEncoder().encode(text)) }
+}
