@@ -325,6 +325,22 @@ describe("the body reader over a web body fed by hand", () => {
     }
   ] as const
 
+  it.effect("two pulls interrupted in a row start one read: what arrives comes in order to the next pulls", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const { feed, response } = fedResponse()
+      const pull = yield* Body.pull(response)
+      for (let i = 0; i < 2; i++) {
+        const waiting = yield* Effect.fork(pull)
+        yield* Effect.repeatN(Effect.yieldNow(), 20)
+        yield* Fiber.interrupt(waiting)
+      }
+      feed("a")
+      feed("b")
+      yield* nextTurn
+      assert.strictEqual(text(yield* pull), "a")
+      assert.strictEqual(text(yield* pull), "b")
+    })))
+
   for (const { end, how } of ends) {
     it.effect(`a read that settles after its pull was ${how} goes to the next pull`, () =>
       Effect.scoped(Effect.gen(function*() {

@@ -31,10 +31,17 @@ const settings = Settings.settings("openai-chat", {
  * A client whose `/late` requests are never answered (they end when their signal aborts them, as the platform's
  * clients' requests do; `aborted` lists them) and whose `/in-time` ones are, after 30 s.
  */
-const client = (aborted: Array<string>) =>
+const client = (aborted: Array<string>, abortedAfterHeaders: Array<string> = []) =>
   HttpClient.make((request, url, signal) =>
     url.pathname === "/in-time"
-      ? Effect.as(Effect.sleep("30 seconds"), HttpClientResponse.fromWeb(request, new Response("{}")))
+      ? Effect.zipRight(
+        Effect.sleep("30 seconds"),
+        // an abort after the headers is recorded apart: a send in time must not be aborted by its deadline
+        Effect.sync(() => {
+          signal.addEventListener("abort", () => abortedAfterHeaders.push(url.pathname))
+          return HttpClientResponse.fromWeb(request, new Response("{}"))
+        })
+      )
       : Effect.async<HttpClientResponse.HttpClientResponse, HttpClientError.RequestError>((resume) => {
         signal.addEventListener("abort", () => {
           aborted.push(url.pathname)
@@ -100,6 +107,36 @@ describe("first-byte deadlines", () => {
       assert.isUndefined(deadlines.timer)
     }))
 
+  it.effect("a send in time is disarmed: its response outlives the first-byte timeout unaborted", () =>
+    Effect.gen(function*() {
+      const aborted: Array<string> = []
+      const deadlines = Deadlines.make(settings.firstByteTimeout)
+      // another user holds the queue open, so the timer runs past the send's 60 s
+      yield* Deadlines.open(deadlines)
+      const fiber = yield* Effect.fork(
+        Effect.scoped(Effect.gen(function*() {
+          const response = yield* Send.sendTimed(
+            client([], aborted),
+            HttpClientRequest.get("http://127.0.0.1:9/in-time"),
+            settings,
+            deadlines
+          )
+          // the response is still being read, in the send's scope, long after 60 s from the send
+          yield* Effect.sleep("120 seconds")
+          return response.status
+        })).pipe(Budget.scoped)
+      )
+      yield* yieldAll
+      yield* TestClock.adjust("30 seconds")
+      yield* yieldAll
+      yield* TestClock.adjust("60 seconds")
+      assert.deepStrictEqual(aborted, [], "the deadline of a send in time aborted it")
+      yield* TestClock.adjust("60 seconds")
+      assert.strictEqual(yield* Fiber.join(fiber), 200)
+      assert.isDefined(deadlines.timer)
+      yield* Deadlines.close(deadlines)
+    }))
+
   it.effect("an interrupted send is settled: its request aborted, and the timer stopped", () =>
     Effect.gen(function*() {
       const aborted: Array<string> = []
@@ -117,6 +154,10 @@ describe("first-byte deadlines", () => {
       assert.isUndefined(deadlines.timer)
     }))
 })
+
+/** The deadlines of `deadlines` still armed. */
+const armed = (deadlines: Deadlines.Deadlines) =>
+  deadlines.entries.slice(deadlines.head).filter((entry) => !entry.settled).length
 
 /** A web response whose body the test feeds by hand, one SSE event per `feed`. */
 const fedBody = () => {
@@ -143,7 +184,7 @@ describe("idle deadlines", () => {
       // as a provider's attempt uses the queue: open from before the read to the end of the stream's scope
       const consume = (response: HttpClientResponse.HttpClientResponse) =>
         Effect.fork(Effect.scoped(Effect.zipRight(
-          Effect.zipRight(Deadlines.open(idle), Effect.addFinalizer(() => Deadlines.close(idle))),
+          Deadlines.use(idle),
           Stream.runCollect(
             run({ body: Body.pull(response), settings, decode: (event) => event.data, machine: machine(), idle })
           )
@@ -154,6 +195,7 @@ describe("idle deadlines", () => {
       yield* yieldAll
       assert.strictEqual(idle.users, 2)
       assert.isDefined(idle.timer)
+      assert.strictEqual(armed(idle), 2, "each waiting stream has one deadline in the queue")
       // an event for the first at 60 s restarts its wait: it times out at 180 s, the second at 120 s
       yield* TestClock.adjust("60 seconds")
       a.feed("1")
@@ -173,32 +215,69 @@ describe("idle deadlines", () => {
       assert.isUndefined(idle.timer, "the timer still runs with no stream open")
     }))
 
-  it.effect("a stream that ends in time disarms its deadline: nothing expires later, and the timer stops", () =>
+  it.effect("a stream that ends in time disarms its deadline: nothing in the queue expires later", () =>
     Effect.gen(function*() {
       const idle = Deadlines.make(settings.idleTimeout)
+      // the queue held open beyond the stream, as by a provider's other attempts
+      yield* Deadlines.open(idle)
       const a = fedBody()
-      const terminal: Machine<string> = { ...machine(), done: () => done, end: () => Effect.succeed([]) }
       let done = false
-      const roots = (yield* Fiber.roots).length
-      // without the provider's use of the queue: the stream opens it itself
       const fiber = yield* Effect.fork(Stream.runCollect(run({
         body: Body.pull(a.response),
         settings,
         decode: (event) => event.data,
         machine: {
-          ...terminal,
+          ...machine(),
           step: (data, out) => {
             done = data === "end"
-            return terminal.step(data, out)
-          }
-        }
+            return machine().step(data, out)
+          },
+          done: () => done,
+          end: () => Effect.succeed([])
+        },
+        idle
       })))
       yield* yieldAll
       yield* TestClock.adjust("100 seconds")
       a.feed("end")
       assert.isTrue(Exit.isSuccess(yield* Fiber.await(fiber)))
+      yield* TestClock.adjust("200 seconds")
+      assert.isTrue(idle.entries.every((entry) => !entry.timedOut), "a deadline of the finished stream expired")
+      assert.strictEqual(armed(idle), 0)
+      yield* Deadlines.close(idle)
+      assert.isUndefined(idle.timer)
+    }))
+
+  it.effect("a stream interrupted while it waits leaves no deadline armed", () =>
+    Effect.gen(function*() {
+      const idle = Deadlines.make(settings.idleTimeout)
+      yield* Deadlines.open(idle)
+      const fiber = yield* Effect.fork(Stream.runCollect(
+        run({ body: Body.pull(fedBody().response), settings, decode: (event) => event.data, machine: machine(), idle })
+      ))
       yield* yieldAll
-      // the stream's timer (a root fiber) is gone with it
+      assert.strictEqual(armed(idle), 1)
+      yield* Fiber.interrupt(fiber)
+      assert.strictEqual(armed(idle), 0, "the interrupted pull's deadline stays in the queue")
+      yield* Deadlines.close(idle)
+    }))
+
+  it.effect("a stream with a queue of its own stops its timer when it ends", () =>
+    Effect.gen(function*() {
+      const roots = (yield* Fiber.roots).length
+      const a = fedBody()
+      let done = false
+      const fiber = yield* Effect.fork(Stream.runCollect(run({
+        body: Body.pull(a.response),
+        settings,
+        decode: (event) => event.data,
+        machine: { ...machine(), done: () => done, end: () => Effect.succeed([]) }
+      })))
+      yield* yieldAll
+      done = true
+      a.feed("end")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(fiber)))
+      yield* yieldAll
       assert.strictEqual((yield* Fiber.roots).length, roots)
     }))
 
@@ -220,5 +299,36 @@ describe("idle deadlines", () => {
       assert.strictEqual(idle.users, 1)
       yield* Deadlines.close(idle)
       assert.isUndefined(idle.timer)
+    }))
+})
+
+describe("the deadline queue", () => {
+  it.effect("a deadline armed for long does not keep the disarmed ones after it", () =>
+    Effect.gen(function*() {
+      const deadlines = Deadlines.make(settings.idleTimeout)
+      const clock = yield* Effect.clock
+      yield* Deadlines.open(deadlines)
+      Deadlines.arm(deadlines, clock, undefined)
+      for (let i = 0; i < 100_000; i++) Deadlines.disarm(deadlines, Deadlines.arm(deadlines, clock, undefined))
+      assert.isBelow(deadlines.entries.length - deadlines.head, 3000)
+      assert.strictEqual(armed(deadlines), 1)
+      yield* Deadlines.close(deadlines)
+    }))
+
+  it.effect("an expiry that fails stops neither the others nor the timer", () =>
+    Effect.gen(function*() {
+      const deadlines = Deadlines.make(settings.idleTimeout)
+      const clock = yield* Effect.clock
+      yield* Deadlines.open(deadlines)
+      yield* yieldAll
+      const told: Array<string> = []
+      Deadlines.arm(deadlines, clock, Effect.die("a finalizer failed"))
+      Deadlines.arm(deadlines, clock, Effect.sync(() => told.push("second")))
+      yield* TestClock.adjust("120 seconds")
+      assert.deepStrictEqual(told, ["second"])
+      Deadlines.arm(deadlines, clock, Effect.sync(() => told.push("later")))
+      yield* TestClock.adjust("120 seconds")
+      assert.deepStrictEqual(told, ["second", "later"])
+      yield* Deadlines.close(deadlines)
     }))
 })

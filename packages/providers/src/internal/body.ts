@@ -187,9 +187,11 @@ const acquireReleased = <A>(
     })))
 
 /**
- * A web body's pull: one `read()` of its reader per pull, its result kept for the next pull when no pull waits for it
- * any more (the one that started it was interrupted or abandoned), so that no read is lost. Released with the reader's
- * `cancel`, then the request's abort, as the platform's `response.stream` releases it.
+ * A web body's pull: one `read()` of its reader per pull, its result kept for the next pull when it settles with no
+ * pull waiting (the one that started it was interrupted or abandoned), and a pull made while a read is in progress
+ * waits for that read rather than starting another. A result handed to a pull that is interrupted before it runs is
+ * lost with it: in the body pipeline an interrupted pull ends the stream. Released with the reader's `cancel`, then
+ * the request's abort, as the platform's `response.stream` releases it.
  */
 const fromWeb = (
   response: HttpClientResponse.HttpClientResponse,

@@ -19,12 +19,15 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Runtime from "effect/Runtime"
+import * as Scope from "effect/Scope"
 
 /** @internal */
 export interface Deadlines {
   readonly millis: number
   entries: Array<Deadline>
   head: number
+  /** Entries from `head` on that are settled (disarmed or expired) but still in `entries`. */
+  settled: number
   /** Users that have opened the queue and not closed it: the timer runs while there is one. */
   users: number
   timer: Fiber.RuntimeFiber<void> | undefined
@@ -44,6 +47,7 @@ export const make = (length: Duration.Duration): Deadlines => ({
   millis: Duration.toMillis(length),
   entries: [],
   head: 0,
+  settled: 0,
   users: 0,
   timer: undefined
 })
@@ -57,7 +61,9 @@ const time = (deadlines: Deadlines): Effect.Effect<void> =>
       const expired: Array<Effect.Effect<void>> = []
       while (deadlines.head < deadlines.entries.length) {
         const entry = deadlines.entries[deadlines.head]
-        if (!entry.settled) {
+        if (entry.settled) {
+          deadlines.settled--
+        } else {
           if (entry.at > now) break
           entry.timedOut = true
           entry.settled = true
@@ -71,53 +77,86 @@ const time = (deadlines: Deadlines): Effect.Effect<void> =>
         ? deadlines.entries[deadlines.head].at - now
         : deadlines.millis
       const sleep = Effect.zipRight(clock.sleep(Duration.millis(Math.max(1, wait))), loop)
-      return expired.length === 0
-        ? sleep
-        : Effect.zipRight(Effect.uninterruptible(Effect.forEach(expired, (expire) => expire, { discard: true })), sleep)
+      // each on its own: one that fails (a scope's finalizer failing as it closes) neither stops the others nor the
+      // timer, which would leave every later deadline of the queue unwatched
+      return expired.length === 0 ? sleep : Effect.zipRight(
+        Effect.uninterruptible(Effect.forEach(expired, (expire) => Effect.exit(expire), { discard: true })),
+        sleep
+      )
     })
     return loop
   })
 
-// drops the disarmed entries at the head, so that the queue stays about as long as the deadlines armed
+// Drops the settled entries at the head, and all of them once they are most of the queue: a deadline armed for long
+// (a stream of keepalives waits up to the whole timeout) would otherwise keep every entry armed after it, settled or
+// not, until it settles. So the queue stays about as long as the deadlines armed, at an amortised constant cost per
+// entry; filtering keeps the order, so the queue stays in deadline order.
 const compact = (deadlines: Deadlines) => {
-  while (deadlines.head < deadlines.entries.length && deadlines.entries[deadlines.head].settled) deadlines.head++
-  if (deadlines.head >= 1024 && deadlines.head * 2 >= deadlines.entries.length) {
+  while (deadlines.head < deadlines.entries.length && deadlines.entries[deadlines.head].settled) {
+    deadlines.head++
+    deadlines.settled--
+  }
+  const length = deadlines.entries.length - deadlines.head
+  if (deadlines.settled >= 1024 && deadlines.settled * 2 >= length) {
+    deadlines.entries = deadlines.entries.slice(deadlines.head).filter((entry) => !entry.settled)
+    deadlines.head = 0
+    deadlines.settled = 0
+  } else if (deadlines.head >= 1024 && deadlines.head * 2 >= deadlines.entries.length) {
     deadlines.entries = deadlines.entries.slice(deadlines.head)
     deadlines.head = 0
   }
 }
 
 /**
- * A user of the queue begins: the timer is started if it is not running.
+ * A user of the queue begins: the timer is started if it is not running. A user must close what it opens, whatever
+ * happens ({@link use}).
  *
  * @internal
  */
-export const open = (deadlines: Deadlines): Effect.Effect<void> => {
-  deadlines.users++
-  if (deadlines.timer !== undefined) return Effect.void
-  return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
-    // started here, at once, unless another user started it meanwhile: one timer at a time
-    if (deadlines.timer === undefined && deadlines.users > 0) {
-      deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(time(deadlines)))
-    }
-    return Effect.void
+export const open = (deadlines: Deadlines): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    deadlines.users++
+    if (deadlines.timer !== undefined) return Effect.void
+    return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
+      // started here, at once, unless another user started it meanwhile: one timer at a time
+      if (deadlines.timer === undefined && deadlines.users > 0) {
+        deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(time(deadlines)))
+      }
+      return Effect.void
+    })
   })
-}
 
 /**
  * A user of the queue is done: the last one stops the timer and empties the queue.
  *
  * @internal
  */
-export const close = (deadlines: Deadlines): Effect.Effect<void> => {
-  deadlines.users--
-  if (deadlines.users > 0 || deadlines.timer === undefined) return Effect.void
-  const timer = deadlines.timer
-  deadlines.timer = undefined
-  deadlines.entries = []
-  deadlines.head = 0
-  return Fiber.interrupt(timer)
-}
+export const close = (deadlines: Deadlines): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    deadlines.users--
+    if (deadlines.users > 0 || deadlines.timer === undefined) return Effect.void
+    const timer = deadlines.timer
+    deadlines.timer = undefined
+    deadlines.entries = []
+    deadlines.head = 0
+    deadlines.settled = 0
+    return Fiber.interrupt(timer)
+  })
+
+/**
+ * The queue opened for the rest of the current scope: opened and its closing added to the scope in one
+ * uninterruptible step, so that an interruption cannot come between them and leave a user that never closes (the timer
+ * would then run for ever, and keep the process alive).
+ *
+ * @internal
+ */
+export const use = (deadlines: Deadlines): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.uninterruptible(
+    Effect.flatMap(
+      Effect.scope,
+      (scope) => Effect.zipRight(open(deadlines), Scope.addFinalizer(scope, close(deadlines)))
+    )
+  )
 
 /**
  * A deadline the queue's length from now, which runs `expire` if it passes while armed. Only while the queue is open.
@@ -139,5 +178,6 @@ export const disarm = (deadlines: Deadlines, entry: Deadline): void => {
   if (entry.settled) return
   entry.settled = true
   entry.expire = undefined
+  deadlines.settled++
   compact(deadlines)
 }

@@ -14,7 +14,6 @@ import * as TransportError from "@reprise/core/TransportError"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Scope from "effect/Scope"
 import * as ProviderOptions from "../ProviderOptions.js"
 import * as Body from "./body.js"
 import * as Deadlines from "./deadlines.js"
@@ -58,11 +57,7 @@ export const makeService = <Ev>(options: {
   // timer then keeps running between streams whose reads do not overlap, while other sends are in flight. Opened only
   // while its body was read, the timer stopped and started again with nearly every stream: 997 starts for figure 3's
   // 1,000 streams, about 100 ms of its CPU (docs/performance.md, fix 31).
-  const useIdle = Effect.flatMap(Effect.scope, (scope) =>
-    Effect.zipRight(
-      Effect.suspend(() => Deadlines.open(idle)),
-      Scope.addFinalizer(scope, Effect.suspend(() => Deadlines.close(idle)))
-    ))
+  const useIdle = Deadlines.use(idle)
   return {
     protocol: options.protocol,
     // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)

@@ -91,12 +91,13 @@ export const sendTimed = (
 > =>
   Effect.zipRight(
     Budget.reserve,
-    // from the deadline's arming to its settling, uninterruptible but for the request itself: every send that opens
-    // the queue closes it, so the timer always stops
+    // from the queue's opening to its closing, uninterruptible but for the request itself: every send that opens the
+    // queue closes it, so the timer always stops; the deadline is armed once the queue is open (a queue no user holds
+    // open is emptied)
     Effect.uninterruptibleMask((restore) =>
       Effect.flatMap(Effect.scope, (outer) =>
         Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
-          Effect.flatMap(Effect.clock, (clock) => {
+          Effect.flatMap(Effect.zipRight(Deadlines.open(deadlines), Effect.clock), (clock) => {
             const entry = Deadlines.arm(deadlines, clock, Scope.close(scope, Exit.void))
             const sent = Effect.matchEffect(
               Effect.onExit(
@@ -114,7 +115,7 @@ export const sendTimed = (
                   entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
               }
             )
-            return Effect.zipRight(Deadlines.open(deadlines), sent)
+            return sent
           })))
     )
   )

@@ -606,9 +606,11 @@ export const pull = <Ev>(
     }
     // The idle deadline of the pull in progress, when the body can be abandoned: see below.
     let deadline: Deadlines.Deadline | undefined
+    // the body closed uninterruptibly: `Scope.close` marks the scope closed before it runs the release, so an
+    // interruption between the two would leave the request unaborted
     const timedOut = (): Result =>
       Effect.zipRight(
-        Scope.close(bodyScope, Exit.void),
+        Effect.uninterruptible(Scope.close(bodyScope, Exit.void)),
         end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos())
       )
     const next: Result = Effect.suspend(() => {
@@ -650,13 +652,16 @@ export const pull = <Ev>(
     // reader fiber, watchdog fiber or timer per stream (fix 31). A deadline that passes abandons the body's wait; the
     // read then finds it passed and ends with the `Timeout`, the body closed first. A pull that returns disarms it.
     const idle = options.idle ?? Deadlines.make(settings.idleTimeout)
-    if (options.idle === undefined) {
-      yield* Deadlines.open(idle)
-      yield* Scope.addFinalizer(yield* Effect.scope, Effect.suspend(() => Deadlines.close(idle)))
-    }
+    if (options.idle === undefined) yield* Deadlines.use(idle)
     const expire = Effect.sync(() => {
       if (deadline !== undefined && deadline.timedOut) Body.abandon(body)
     })
+    // A pull interrupted while it waits skips the handlers below: its deadline is disarmed by the next pull, or when
+    // the stream's scope closes, so that it neither expires later nor keeps the stream's state alive in the queue.
+    const disarm = () => {
+      if (deadline !== undefined) Deadlines.disarm(idle, deadline)
+    }
+    yield* Scope.addFinalizer(yield* Effect.scope, Effect.sync(disarm))
     const settled = {
       onFailure: (cause: Cause.Cause<Option.Option<ProviderFailure.ProviderFailure>>): Result => {
         Deadlines.disarm(idle, deadline!)
@@ -668,6 +673,7 @@ export const pull = <Ev>(
       }
     }
     return Effect.suspend(() => {
+      disarm()
       deadline = Deadlines.arm(idle, clock, expire)
       return Effect.matchCauseEffect(next, settled)
     })
