@@ -175,6 +175,19 @@ const machine = (): Machine<string> => ({
   end: (failure) => Effect.fail(Option.getOrElse(failure, () => prematureEof("test")))
 })
 
+/** {@link machine}, done once it steps the event `terminal`, and ending in success. */
+const endsOn = (terminal: string): Machine<string> => {
+  let done = false
+  return {
+    step: (data, out) => {
+      done = data === terminal
+      return machine().step(data, out)
+    },
+    done: () => done,
+    end: () => Effect.succeed([])
+  }
+}
+
 describe("idle deadlines", () => {
   it.effect("two streams share one queue: each times out 120 s into its own wait, and the timer stops after both", () =>
     Effect.gen(function*() {
@@ -221,22 +234,9 @@ describe("idle deadlines", () => {
       // the queue held open beyond the stream, as by a provider's other attempts
       yield* Deadlines.open(idle)
       const a = fedBody()
-      let done = false
-      const fiber = yield* Effect.fork(Stream.runCollect(run({
-        body: Body.pull(a.response),
-        settings,
-        decode: (event) => event.data,
-        machine: {
-          ...machine(),
-          step: (data, out) => {
-            done = data === "end"
-            return machine().step(data, out)
-          },
-          done: () => done,
-          end: () => Effect.succeed([])
-        },
-        idle
-      })))
+      const fiber = yield* Effect.fork(Stream.runCollect(
+        run({ body: Body.pull(a.response), settings, decode: (event) => event.data, machine: endsOn("end"), idle })
+      ))
       yield* yieldAll
       yield* TestClock.adjust("100 seconds")
       a.feed("end")
@@ -266,15 +266,10 @@ describe("idle deadlines", () => {
     Effect.gen(function*() {
       const roots = (yield* Fiber.roots).length
       const a = fedBody()
-      let done = false
-      const fiber = yield* Effect.fork(Stream.runCollect(run({
-        body: Body.pull(a.response),
-        settings,
-        decode: (event) => event.data,
-        machine: { ...machine(), done: () => done, end: () => Effect.succeed([]) }
-      })))
+      const fiber = yield* Effect.fork(Stream.runCollect(
+        run({ body: Body.pull(a.response), settings, decode: (event) => event.data, machine: endsOn("end") })
+      ))
       yield* yieldAll
-      done = true
       a.feed("end")
       assert.isTrue(Exit.isSuccess(yield* Fiber.await(fiber)))
       yield* yieldAll
