@@ -5,12 +5,14 @@
  * - Every deadline is the `Clock`'s monotonic time when it is armed (in milliseconds) plus the same length, so the
  *   queue is in deadline order: the timer sleeps until the first one still armed, and never needs waking for a later
  *   one (its deadline is at least the length away, and the timer never sleeps longer than that).
- * - The timer runs while the queue has users ({@link open}, {@link close}): the first user starts it (a root fiber on
- *   that user's runtime, so its `Clock`, started at once so that there is never a second), and the last one to close
- *   interrupts it, so nothing sleeps once the users are done (a process exits when its work does). A user may arm many
- *   deadlines in turn (an idle timeout arms one per read it waits for) without starting the timer each time.
+ * - The timer runs while the queue has users ({@link open}, {@link close}, or {@link use} for the rest of a scope):
+ *   the first user starts it (a root fiber on that user's runtime, so its `Clock`, started at once so that there is
+ *   never a second), and the last one to close interrupts it, so nothing sleeps once the users are done (a process
+ *   exits when its work does). A user may arm many deadlines in turn (an idle timeout arms one per pull) without
+ *   starting the timer each time.
  * - A deadline that passes while armed is marked `timedOut` and its `expire` runs, in the timer's fiber,
- *   uninterruptibly. A deadline is disarmed when what it timed settles ({@link disarm}); a disarmed one never expires.
+ *   uninterruptibly, each apart from the others. A deadline is disarmed when what it timed settles ({@link disarm}); a
+ *   disarmed one never expires, and the disarmed are dropped from the queue.
  *
  * @internal
  */

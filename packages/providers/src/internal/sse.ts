@@ -515,8 +515,8 @@ export interface RunOptions<Ev> {
   readonly requestId?: string | undefined
   /**
    * The idle deadlines of the provider's streams (`Deadlines.make(settings.idleTimeout)`), timed by one fiber for all
-   * of them, and opened by the caller (`Deadlines.open`) for at least as long as this stream is read; without it, the
-   * stream's own, opened here.
+   * of them, and held open by the caller (`Deadlines.use`) for at least as long as this stream is read; without it,
+   * the stream's own, opened here.
    */
   readonly idle?: Deadlines.Deadlines | undefined
 }
