@@ -160,7 +160,7 @@ const armed = (deadlines: Deadlines.Deadlines) =>
   deadlines.entries.slice(deadlines.head).filter((entry) => !entry.settled).length
 
 /** A web response whose body the test feeds by hand, one SSE event per `feed`. */
-const fedBody = () => {
+const fedEvents = () => {
   const { feed, response } = fedResponse()
   return { response, feed: (data: string) => feed(`data: ${data}\n\n`) }
 }
@@ -192,8 +192,8 @@ describe("idle deadlines", () => {
   it.effect("two streams share one queue: each times out 120 s into its own wait, and the timer stops after both", () =>
     Effect.gen(function*() {
       const idle = Deadlines.make(settings.idleTimeout)
-      const a = fedBody()
-      const b = fedBody()
+      const a = fedEvents()
+      const b = fedEvents()
       // as a provider's attempt uses the queue: open from before the read to the end of the stream's scope
       const consume = (response: HttpClientResponse.HttpClientResponse) =>
         Effect.fork(Effect.scoped(Effect.zipRight(
@@ -202,7 +202,7 @@ describe("idle deadlines", () => {
             run({ body: Body.pull(response), settings, decode: (event) => event.data, machine: machine(), idle })
           )
         )))
-      assert.isTrue(Body.abandonable(yield* Effect.scoped(Body.pull(fedBody().response))), "not the path under test")
+      assert.isTrue(Body.abandonable(yield* Effect.scoped(Body.pull(fedEvents().response))), "not the path under test")
       const first = yield* consume(a.response)
       const second = yield* consume(b.response)
       yield* yieldAll
@@ -233,7 +233,7 @@ describe("idle deadlines", () => {
       const idle = Deadlines.make(settings.idleTimeout)
       // the queue held open beyond the stream, as by a provider's other attempts
       yield* Deadlines.open(idle)
-      const a = fedBody()
+      const a = fedEvents()
       const fiber = yield* Effect.fork(Stream.runCollect(
         run({ body: Body.pull(a.response), settings, decode: (event) => event.data, machine: endsOn("end"), idle })
       ))
@@ -253,7 +253,13 @@ describe("idle deadlines", () => {
       const idle = Deadlines.make(settings.idleTimeout)
       yield* Deadlines.open(idle)
       const fiber = yield* Effect.fork(Stream.runCollect(
-        run({ body: Body.pull(fedBody().response), settings, decode: (event) => event.data, machine: machine(), idle })
+        run({
+          body: Body.pull(fedEvents().response),
+          settings,
+          decode: (event) => event.data,
+          machine: machine(),
+          idle
+        })
       ))
       yield* yieldAll
       assert.strictEqual(armed(idle), 1)
@@ -265,7 +271,7 @@ describe("idle deadlines", () => {
   it.effect("a stream with a queue of its own stops its timer when it ends", () =>
     Effect.gen(function*() {
       const roots = (yield* Fiber.roots).length
-      const a = fedBody()
+      const a = fedEvents()
       const fiber = yield* Effect.fork(Stream.runCollect(
         run({ body: Body.pull(a.response), settings, decode: (event) => event.data, machine: endsOn("end") })
       ))
@@ -279,7 +285,7 @@ describe("idle deadlines", () => {
   it.effect("a provider's attempt holds the queue open from its send: a stream after it finds the timer running", () =>
     Effect.gen(function*() {
       const idle = Deadlines.make(settings.idleTimeout)
-      const a = fedBody()
+      const a = fedEvents()
       yield* Deadlines.open(idle)
       yield* yieldAll
       const timer = idle.timer

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
 import type * as Generation from "@reprise/core/Generation"
 import { Deferred, Effect, Exit, Fiber, Option, Redacted, Ref, Stream, TestClock } from "effect"
-import { KEY, request } from "./support/harness.js"
+import { fedBody, KEY, request } from "./support/harness.js"
 import { subjects } from "./support/protocols.js"
 
 /** Lets promise-based body reads settle (no clock involved). */
@@ -26,16 +26,11 @@ const awaitTimer = Effect.gen(function*() {
 })
 
 const feedableClient = () => {
-  let controller!: ReadableStreamDefaultController<Uint8Array>
-  const body = new ReadableStream<Uint8Array>({
-    start(c) {
-      controller = c
-    }
-  })
+  const { body, feed } = fedBody()
   const client = HttpClient.make((req) =>
     Effect.succeed(HttpClientResponse.fromWeb(req, new Response(body, { status: 200 })))
   )
-  return { client, feed: (text: string) => controller.enqueue(new TextEncoder().encode(text)) }
+  return { client, feed }
 }
 
 for (const subject of subjects) {

@@ -204,17 +204,22 @@ export const closedPort = Effect.async<number>((resume) => {
   })
 })
 
-/**
- * A web response (`HttpClientResponse.fromWeb`, as the fetch client makes) whose body the test feeds by hand: `feed`
- * enqueues the text as one read.
- */
-export const fedResponse = () => {
+/** A web body the test feeds by hand: `feed` enqueues the text as one read. */
+export const fedBody = () => {
   let controller!: ReadableStreamDefaultController<Uint8Array>
   const body = new ReadableStream<Uint8Array>({
     start(c) {
       controller = c
     }
   })
-  const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body))
-  return { response, feed: (text: string) => controller.enqueue(new TextEncoder().encode(text)) }
+  return { body, feed: (text: string) => controller.enqueue(new TextEncoder().encode(text)) }
+}
+
+/** A web response (`HttpClientResponse.fromWeb`, as the fetch client makes) with a {@link fedBody}. */
+export const fedResponse = () => {
+  const { body, feed } = fedBody()
+  return {
+    response: HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body)),
+    feed
+  }
 }
