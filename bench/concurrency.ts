@@ -5,13 +5,16 @@
  * undici client, 10 ms backoff) and a plain undici loop with the same retry rule each run in a fresh child process
  * (`bench/concurrency.ts child <mode> <url> <n>`) so their peak RSS is their own. A third client is the floor: the
  * plain loop on the parts DESIGN §3 mandates (`support/effectClient.ts`: @effect/platform's `HttpClient` over undici,
- * its body as a `Stream`, `Effect.retry` with the same fixed spacing). The three take turns for `rounds` rounds (the
- * order rotates); the table shows medians, and the target is judged on the largest peak. Each child also reports
+ * its body as a `Stream`, `Effect.retry` with the same fixed spacing). A fourth is the least a client on that
+ * `HttpClient` does (`EffectClient.chatLeast`: the undici body read in one promise, a recursive retry), which shows
+ * what the platform's client costs by itself. The four take turns for `rounds` rounds (the order rotates); the table
+ * shows medians, and the target is judged on the largest peak. Each child also reports
  * its CPU time over the run (every thread of the process, user and system), which moves less from run to run than
  * the wall time: with the simulator on one of two cores, the plain loop's wall is the simulator's, and a client
  * that needs more CPU than the other core gives it takes longer than that.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as HttpClient from "@effect/platform/HttpClient"
 import * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
 import * as Recovery from "@reprise/core/Recovery"
@@ -104,6 +107,26 @@ const runChild = async (mode: string, url: string, streams: number): Promise<Chi
           { concurrency: "unbounded", discard: true }
         )
       )
+  } else if (mode === "least") {
+    const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
+    const client = HttpClient.withScope(await runtime.runPromise(HttpClient.HttpClient))
+    dispose = () => runtime.dispose()
+    const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
+    body = () =>
+      runtime.runPromise(
+        Effect.forEach(
+          Array.from({ length: streams }),
+          () =>
+            Effect.map(
+              EffectClient.chatLeastWithRetry(client, baseUrl, request, { attempts: 11, backoffMs: 10 }),
+              (result) => {
+                attempts += result.attempts
+                if (result.text === replyText) ok++
+              }
+            ),
+          { concurrency: "unbounded", discard: true }
+        )
+      )
   } else {
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = async () => {
@@ -158,6 +181,8 @@ export interface ConcurrencyResult {
   readonly baseline: Side
   /** The plain loop on the mandated Effect parts (`support/effectClient.ts`). */
   readonly floor: Side
+  /** The least a client on `HttpClient` does (`EffectClient.chatLeast`): the second floor. */
+  readonly least: Side
   /** reprise median wall time / baseline median wall time. */
   readonly wallRatio: number
   /** reprise median peak RSS / baseline median peak RSS. */
@@ -165,6 +190,9 @@ export interface ConcurrencyResult {
   /** The same two ratios for the floor: the best reprise can reach on those parts. */
   readonly floorWallRatio: number
   readonly floorRssRatio: number
+  /** The same two ratios for the least client on `HttpClient`. */
+  readonly leastWallRatio: number
+  readonly leastRssRatio: number
 }
 
 const side = (mode: string, runs: ReadonlyArray<ChildResult>): Side => ({
@@ -180,8 +208,8 @@ const side = (mode: string, runs: ReadonlyArray<ChildResult>): Side => ({
 
 export const run = async (options: { streams: number; rounds: number }): Promise<ConcurrencyResult> => {
   const dir = Server.tempDir()
-  const modes = ["reprise", "baseline", "floor"]
-  const results: Record<string, Array<ChildResult>> = { reprise: [], baseline: [], floor: [] }
+  const modes = ["reprise", "baseline", "floor", "least"]
+  const results: Record<string, Array<ChildResult>> = { reprise: [], baseline: [], floor: [], least: [] }
   for (let round = 0; round < options.rounds; round++) {
     for (const mode of [...modes.slice(round % modes.length), ...modes.slice(0, round % modes.length)]) {
       // a fresh simulator per run: its script counts requests from the start
@@ -200,6 +228,7 @@ export const run = async (options: { streams: number; rounds: number }): Promise
   const reprise = side("reprise", results.reprise)
   const baseline = side("baseline", results.baseline)
   const floor = side("floor", results.floor)
+  const least = side("least", results.least)
   return {
     streams: options.streams,
     rounds: options.rounds,
@@ -207,10 +236,13 @@ export const run = async (options: { streams: number; rounds: number }): Promise
     reprise,
     baseline,
     floor,
+    least,
     wallRatio: reprise.wallMs.median / baseline.wallMs.median,
     rssRatio: reprise.peakRssMB.median / baseline.peakRssMB.median,
     floorWallRatio: floor.wallMs.median / baseline.wallMs.median,
-    floorRssRatio: floor.peakRssMB.median / baseline.peakRssMB.median
+    floorRssRatio: floor.peakRssMB.median / baseline.peakRssMB.median,
+    leastWallRatio: least.wallMs.median / baseline.wallMs.median,
+    leastRssRatio: least.peakRssMB.median / baseline.peakRssMB.median
   }
 }
 
@@ -232,11 +264,13 @@ export const print = (r: ConcurrencyResult) =>
       "wall ratio",
       "RSS ratio"
     ],
-    [r.reprise, r.baseline, r.floor].map((c) => [
+    [r.reprise, r.baseline, r.floor, r.least].map((c) => [
       c.mode === "reprise"
         ? "reprise (Recovery.generate)"
         : c.mode === "floor"
         ? "floor: the loop on HttpClient + Stream + Effect.retry"
+        : c.mode === "least"
+        ? "least on HttpClient: execute, the body in one promise, a recursive retry"
         : "plain undici + retry loop",
       String(c.attempts),
       fmt(c.wallMs.median, 0),

@@ -44,12 +44,13 @@ const settings = quick
 type Reach = "yes" | "effect"
 
 /**
- * A missed target is out of reach when the Effect floor of figures 3 and 4, measured in the same run, misses it too:
- * no change inside reprise can meet it while its providers keep the parts DESIGN §3 builds them on (`HttpClient`
- * over undici, the body as a `Stream`).
+ * A missed target is flagged when every floor of figures 3 and 4 measured in the same run misses it too: the Effect
+ * floor (the plain loop on `HttpClient`, its body as the platform's `Stream`, `Effect.retry`) and, in figure 3, the
+ * least a client on `HttpClient` does. Where the least client meets it, the parts DESIGN §3 mandates allow it and
+ * the miss is reprise's own (docs/performance.md, "The Effect floor").
  */
 const verdict = (ok: boolean, reachable: Reach) =>
-  ok ? "met" : reachable === "effect" ? "MISSED; Effect floor misses too" : "MISSED"
+  ok ? "met" : reachable === "effect" ? "MISSED; the floors miss too" : "MISSED"
 
 /**
  * A target of figures 3 and 4 with the value of the Effect floor (`support/effectClient.ts`: the plain loop on
@@ -59,13 +60,15 @@ const floorTarget = (
   figure: string,
   target: string,
   meets: (value: number) => boolean,
-  values: { readonly value: number; readonly floor: number }
+  values: { readonly value: number; readonly floor: number; readonly least?: number }
 ) => ({
   figure,
   target,
   ...values,
   met: meets(values.value),
-  reachable: meets(values.floor) ? "yes" as const : "effect" as const
+  reachable: meets(values.floor) || (values.least !== undefined && meets(values.least))
+    ? "yes" as const
+    : "effect" as const
 })
 
 /**
@@ -141,19 +144,23 @@ const main = async () => {
       `3. peak RSS, ${concurrency.streams} streams (MB, largest of ${concurrency.rounds})`,
       "< 320",
       (x) => x < 320,
-      { value: concurrency.reprise.peakRssMB.max, floor: concurrency.floor.peakRssMB.max }
+      {
+        value: concurrency.reprise.peakRssMB.max,
+        floor: concurrency.floor.peakRssMB.max,
+        least: concurrency.least.peakRssMB.max
+      }
     ),
     floorTarget(
       `3. peak RSS, ${concurrency.streams} streams, vs the plain retry loop (medians)`,
       "<= 1.5x",
       (x) => x <= 1.5,
-      { value: concurrency.rssRatio, floor: concurrency.floorRssRatio }
+      { value: concurrency.rssRatio, floor: concurrency.floorRssRatio, least: concurrency.leastRssRatio }
     ),
     floorTarget(
       `3. wall time, ${concurrency.streams} streams, vs the plain retry loop (medians)`,
       "<= 1.2x",
       (x) => x <= 1.2,
-      { value: concurrency.wallRatio, floor: concurrency.floorWallRatio }
+      { value: concurrency.wallRatio, floor: concurrency.floorWallRatio, least: concurrency.leastWallRatio }
     ),
     floorTarget("4. recovery latency median minus the plain loop's (ms)", "<= +1", (x) => x <= 1, {
       value: latency.reprise.median - latency.baseline.median,
@@ -210,8 +217,18 @@ const main = async () => {
   ]
   table(
     "Targets (parser ceilings: the floors of the SSE parser DESIGN §3 used to mandate, alone and with per-event " +
-      "Schema, for the record; Effect floor: the plain loop on HttpClient + Stream + Effect.retry; all this run)",
-    ["figure", "target", "value", "parser ceiling", "+schema ceiling", "Effect floor", "verdict"],
+      "Schema, for the record; Effect floor: the plain loop on HttpClient + Stream + Effect.retry; least on " +
+      "HttpClient: execute, the body in one promise, a recursive retry; all this run)",
+    [
+      "figure",
+      "target",
+      "value",
+      "parser ceiling",
+      "+schema ceiling",
+      "Effect floor",
+      "least on HttpClient",
+      "verdict"
+    ],
     targets.map((t) => [
       t.figure,
       t.target,
@@ -220,6 +237,7 @@ const main = async () => {
       "ceiling" in t ? fmt(t.ceiling, 3) : "",
       "schemaCeiling" in t ? fmt(t.schemaCeiling, 3) : "",
       "floor" in t ? fmt(t.floor, 3) : "",
+      "least" in t && t.least !== undefined ? fmt(t.least, 3) : "",
       verdict(t.met, "reachable" in t ? t.reachable : "yes")
     ])
   )
