@@ -11,7 +11,9 @@
  * shows medians, and the target is judged on the largest peak. Each child also reports
  * its CPU time over the run (every thread of the process, user and system), which moves less from run to run than
  * the wall time: with the simulator on one of two cores, the plain loop's wall is the simulator's, and a client
- * that needs more CPU than the other core gives it takes longer than that.
+ * that needs more CPU than the other core gives it takes longer than that. After the rounds, each Effect client runs
+ * once more with the runtime's operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count
+ * the machine does not move.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
@@ -24,6 +26,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Redacted from "effect/Redacted"
+import * as RuntimeFlags from "effect/RuntimeFlags"
+import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
+import * as Supervisor from "effect/Supervisor"
 import * as EffectClient from "./support/effectClient.js"
 import { chatWithRetry } from "./support/plain.js"
 import * as Server from "./support/server.js"
@@ -60,14 +65,43 @@ export interface ChildResult {
   readonly rssBeforeMB: number
   readonly peakRssMB: number
   readonly peakHeapMB: number
+  /** Operations the Effect runtime ran per attempt, counted in a run of its own (`count`); absent for the loop. */
+  readonly opsPerAttempt?: number | undefined
 }
 
 const MB = 1024 * 1024
 
-const runChild = async (mode: string, url: string, streams: number): Promise<ChildResult> => {
+/**
+ * Counts the operations the Effect runtime runs for an effect and every fiber it forks, through the runtime's own hook
+ * (a `Supervisor`'s `onEffect`, called for each operation once `OpSupervision` is on). Unlike time, the count does
+ * not move with the machine: a change that takes operations off an attempt shows at once.
+ */
+const opCounter = () => {
+  let ops = 0
+  class Counter extends Supervisor.AbstractSupervisor<number> {
+    readonly value = Effect.sync(() => ops)
+    override onEffect() {
+      ops++
+    }
+  }
+  const counter = new Counter()
+  return {
+    counted: <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+      effect.pipe(
+        Effect.supervised(counter),
+        Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))
+      ),
+    ops: () => ops
+  }
+}
+
+const runChild = async (mode: string, url: string, streams: number, count: boolean): Promise<ChildResult> => {
   const baseUrl = `${url}/v1`
   let attempts = 0
   let ok = 0
+  const counter = opCounter()
+  // the timed runs are not supervised: the hook is a call per operation
+  const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) => count ? counter.counted(effect) : effect
   let body: () => Promise<void>
   let dispose = async () => {}
   if (mode === "reprise") {
@@ -79,7 +113,7 @@ const runChild = async (mode: string, url: string, streams: number): Promise<Chi
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [Message.user("hi")] }
     body = () =>
-      runtime.runPromise(
+      runtime.runPromise(counted(
         Effect.forEach(
           Array.from({ length: streams }),
           () =>
@@ -89,14 +123,14 @@ const runChild = async (mode: string, url: string, streams: number): Promise<Chi
             }),
           { concurrency: "unbounded", discard: true }
         )
-      )
+      ))
   } else if (mode === "floor") {
     const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
     await runtime.runPromise(Effect.void)
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = () =>
-      runtime.runPromise(
+      runtime.runPromise(counted(
         Effect.forEach(
           Array.from({ length: streams }),
           () =>
@@ -106,14 +140,14 @@ const runChild = async (mode: string, url: string, streams: number): Promise<Chi
             }),
           { concurrency: "unbounded", discard: true }
         )
-      )
+      ))
   } else if (mode === "least") {
     const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
     const client = HttpClient.withScope(await runtime.runPromise(HttpClient.HttpClient))
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = () =>
-      runtime.runPromise(
+      runtime.runPromise(counted(
         Effect.forEach(
           Array.from({ length: streams }),
           () =>
@@ -126,7 +160,7 @@ const runChild = async (mode: string, url: string, streams: number): Promise<Chi
             ),
           { concurrency: "unbounded", discard: true }
         )
-      )
+      ))
   } else {
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = async () => {
@@ -156,7 +190,8 @@ const runChild = async (mode: string, url: string, streams: number): Promise<Chi
     cpuMs: (cpu.user + cpu.system) / 1000,
     rssBeforeMB: rssBefore / MB,
     peakRssMB: peaks.peakRss / MB,
-    peakHeapMB: peaks.peakHeap / MB
+    peakHeapMB: peaks.peakHeap / MB,
+    opsPerAttempt: count && attempts > 0 ? counter.ops() / attempts : undefined
   }
 }
 
@@ -171,6 +206,8 @@ export interface Side {
   readonly peakRssMB: Summary
   /** (peak RSS − RSS before) per stream, KB. */
   readonly rssPerStreamKB: Summary
+  /** Effect operations per attempt, from one run of its own with the runtime's hook on (none for the loop). */
+  readonly opsPerAttempt: number | undefined
 }
 
 export interface ConcurrencyResult {
@@ -195,9 +232,10 @@ export interface ConcurrencyResult {
   readonly leastRssRatio: number
 }
 
-const side = (mode: string, runs: ReadonlyArray<ChildResult>): Side => ({
+const side = (mode: string, runs: ReadonlyArray<ChildResult>, opsPerAttempt: number | undefined): Side => ({
   mode,
   runs,
+  opsPerAttempt,
   attempts: runs[0].attempts,
   wallMs: summarize(runs.map((r) => r.wallMs)),
   cpuMs: summarize(runs.map((r) => r.cpuMs)),
@@ -225,10 +263,30 @@ export const run = async (options: { streams: number; rounds: number }): Promise
       }
     }
   }
-  const reprise = side("reprise", results.reprise)
-  const baseline = side("baseline", results.baseline)
-  const floor = side("floor", results.floor)
-  const least = side("least", results.least)
+  // the operations of each Effect client, counted in one more run of it (not timed: the hook costs a call each)
+  const ops: Record<string, number | undefined> = {}
+  for (const mode of ["reprise", "floor", "least"]) {
+    const server = await Server.start(dir, script(options.streams))
+    try {
+      const result: ChildResult = await child("concurrency.ts", [
+        "child",
+        mode,
+        server.url,
+        String(options.streams),
+        "count"
+      ])
+      if (result.ok !== options.streams) {
+        throw new Error(`${mode}: ${result.ok} of ${options.streams} streams committed`)
+      }
+      ops[mode] = result.opsPerAttempt
+    } finally {
+      await server.stop()
+    }
+  }
+  const reprise = side("reprise", results.reprise, ops.reprise)
+  const baseline = side("baseline", results.baseline, undefined)
+  const floor = side("floor", results.floor, ops.floor)
+  const least = side("least", results.least, ops.least)
   return {
     streams: options.streams,
     rounds: options.rounds,
@@ -261,6 +319,7 @@ export const print = (r: ConcurrencyResult) =>
       "peak RSS MB",
       "peak RSS min-max",
       "RSS/stream KB",
+      "Effect ops/attempt",
       "wall ratio",
       "RSS ratio"
     ],
@@ -280,9 +339,10 @@ export const print = (r: ConcurrencyResult) =>
       fmt(c.peakRssMB.median, 1),
       `${fmt(c.peakRssMB.min, 0)}-${fmt(c.peakRssMB.max, 0)}`,
       fmt(c.rssPerStreamKB.median, 1),
+      c.opsPerAttempt === undefined ? "" : fmt(c.opsPerAttempt, 0),
       `${fmt(c.wallMs.median / r.baseline.wallMs.median)}x`,
       `${fmt(c.peakRssMB.median / r.baseline.peakRssMB.median)}x`
     ])
   )
 
-childMain(([mode, url, n]) => runChild(mode, url, Number(n)))
+childMain(([mode, url, n, count]) => runChild(mode, url, Number(n), count === "count"))
