@@ -8,12 +8,11 @@
  * its body as a `Stream`, `Effect.retry` with the same fixed spacing). A fourth is the least a client on that
  * `HttpClient` does (`EffectClient.chatLeast`: the undici body read in one promise, a recursive retry), which shows
  * what the platform's client costs by itself. The four take turns for `rounds` rounds (the order rotates); the table
- * shows medians, and the target is judged on the largest peak. Each child also reports
- * its CPU time over the run (every thread of the process, user and system), which moves less from run to run than
- * the wall time: with the simulator on one of two cores, the plain loop's wall is the simulator's, and a client
- * that needs more CPU than the other core gives it takes longer than that. After the rounds, each Effect client runs
- * once more with the runtime's operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count
- * the machine does not move.
+ * shows medians, and the target is judged on the largest peak. Each child also reports its CPU time over the run
+ * (every thread of the process, user and system), which moves less from run to run than the wall time: with the
+ * simulator on one of two cores, the plain loop's wall is the simulator's, and a client that needs more CPU than the
+ * other core gives it takes longer than that. After the rounds, each Effect client runs once more with the runtime's
+ * operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count the machine does not move.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"

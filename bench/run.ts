@@ -54,7 +54,8 @@ const verdict = (ok: boolean, reachable: Reach) =>
 
 /**
  * A target of figures 3 and 4 with the value of the Effect floor (`support/effectClient.ts`: the plain loop on
- * @effect/platform's `HttpClient` over undici, its body as a `Stream`, `Effect.retry`), judged by the same test.
+ * @effect/platform's `HttpClient` over undici, its body as a `Stream`, `Effect.retry`) and, in figure 3, of the least
+ * client on that `HttpClient` (`chatLeast` there), each judged by the same test.
  */
 const floorTarget = (
   figure: string,

@@ -75,10 +75,10 @@ export const chatWithRetry = (
 /**
  * The least a client on `HttpClient` does, the second floor of figure 3: the request through the same client as
  * `chat`, scoped as reprise's sends are (`client` is `HttpClient.withScope` of it, made once: the request is aborted
- * when its scope closes), its undici body read in one promise as the
- * plain loop reads it (no `Stream`, no Effect per chunk), and a recursive retry with `Effect.sleep` (no `Schedule`).
- * What it costs over the plain loop is the platform's client and a handful of Effects per attempt. It relies on the
- * shape of the undici client's responses (`original.source.body`), as reprise's own body reader does.
+ * when its scope closes), its undici body read in one promise as the plain loop reads it (no `Stream`, no Effect per
+ * chunk), and a recursive retry with `Effect.sleep` (no `Schedule`). What it costs over the plain loop is the
+ * platform's client and a handful of Effects per attempt. It relies on the shape of the undici client's responses
+ * (`source.body`, undici's `Readable`), as reprise's own body reader does.
  */
 export const chatLeast = (
   client: HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>,
