@@ -103,6 +103,17 @@ const runChild = async (mode: string, url: string, streams: number, count: boole
   const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) => count ? counter.counted(effect) : effect
   let body: () => Promise<void>
   let dispose = async () => {}
+  // every stream at once, each reply's attempts and text counted
+  const all = <E, R>(one: () => Effect.Effect<{ readonly text: string; readonly attempts: number }, E, R>) =>
+    counted(Effect.forEach(
+      Array.from({ length: streams }),
+      () =>
+        Effect.map(one(), (result) => {
+          attempts += result.attempts
+          if (result.text === replyText) ok++
+        }),
+      { concurrency: "unbounded", discard: true }
+    ))
   if (mode === "reprise") {
     const runtime = ManagedRuntime.make(Layer.mergeAll(
       HttpProvider.layerUndici("openai-chat", { apiKey: Redacted.make("sk-bench-not-a-key"), baseUrl }),
@@ -111,55 +122,23 @@ const runChild = async (mode: string, url: string, streams: number, count: boole
     await runtime.runPromise(Effect.void)
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [Message.user("hi")] }
-    body = () =>
-      runtime.runPromise(counted(
-        Effect.forEach(
-          Array.from({ length: streams }),
-          () =>
-            Effect.map(Recovery.generate(request), (reply) => {
-              attempts += reply.attempts
-              if (reply.text === replyText) ok++
-            }),
-          { concurrency: "unbounded", discard: true }
-        )
-      ))
+    body = () => runtime.runPromise(all(() => Recovery.generate(request)))
   } else if (mode === "floor") {
     const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
     await runtime.runPromise(Effect.void)
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = () =>
-      runtime.runPromise(counted(
-        Effect.forEach(
-          Array.from({ length: streams }),
-          () =>
-            Effect.map(EffectClient.chatWithRetry(baseUrl, request, { attempts: 11, backoffMs: 10 }), (result) => {
-              attempts += result.attempts
-              if (result.text === replyText) ok++
-            }),
-          { concurrency: "unbounded", discard: true }
-        )
-      ))
+      runtime.runPromise(all(() => EffectClient.chatWithRetry(baseUrl, request, { attempts: 11, backoffMs: 10 })))
   } else if (mode === "least") {
     const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
     const client = HttpClient.withScope(await runtime.runPromise(HttpClient.HttpClient))
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = () =>
-      runtime.runPromise(counted(
-        Effect.forEach(
-          Array.from({ length: streams }),
-          () =>
-            Effect.map(
-              EffectClient.chatLeastWithRetry(client, baseUrl, request, { attempts: 11, backoffMs: 10 }),
-              (result) => {
-                attempts += result.attempts
-                if (result.text === replyText) ok++
-              }
-            ),
-          { concurrency: "unbounded", discard: true }
-        )
-      ))
+      runtime.runPromise(
+        all(() => EffectClient.chatLeastWithRetry(client, baseUrl, request, { attempts: 11, backoffMs: 10 }))
+      )
   } else {
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
     body = async () => {
@@ -190,7 +169,8 @@ const runChild = async (mode: string, url: string, streams: number, count: boole
     rssBeforeMB: rssBefore / MB,
     peakRssMB: peaks.peakRss / MB,
     peakHeapMB: peaks.peakHeap / MB,
-    opsPerAttempt: count && attempts > 0 ? counter.ops() / attempts : undefined
+    // the loop runs no Effect: nothing to count
+    opsPerAttempt: count && mode !== "baseline" && attempts > 0 ? counter.ops() / attempts : undefined
   }
 }
 

@@ -22,6 +22,13 @@ import { createParser } from "eventsource-parser"
 import type { Readable } from "node:stream"
 import { chatReply } from "./plain.js"
 
+/** The streaming Chat Completions request both clients send. */
+const chatRequest = (baseUrl: string, body: unknown) =>
+  HttpClientRequest.post(`${baseUrl}/chat/completions`).pipe(
+    HttpClientRequest.setHeaders({ accept: "text/event-stream", authorization: "Bearer sk-bench-not-a-key" }),
+    HttpClientRequest.bodyUnsafeJson(body)
+  )
+
 /** One Chat Completions reply's text; fails on a non-200 status, an in-band error, a cut body or a missing terminal. */
 export const chat = (
   baseUrl: string,
@@ -30,12 +37,7 @@ export const chat = (
   Effect.flatMap(HttpClient.HttpClient, (client) =>
     Effect.scoped(
       Effect.flatMap(
-        client.execute(
-          HttpClientRequest.post(`${baseUrl}/chat/completions`).pipe(
-            HttpClientRequest.setHeaders({ accept: "text/event-stream", authorization: "Bearer sk-bench-not-a-key" }),
-            HttpClientRequest.bodyUnsafeJson(body)
-          )
-        ),
+        client.execute(chatRequest(baseUrl, body)),
         (response) => {
           if (response.status !== 200) {
             return Effect.zipRight(response.text, Effect.fail(new Error(`status ${response.status}`)))
@@ -87,12 +89,7 @@ export const chatLeast = (
 ): Effect.Effect<string, unknown> =>
   Effect.scoped(
     Effect.flatMap(
-      client.execute(
-        HttpClientRequest.post(`${baseUrl}/chat/completions`).pipe(
-          HttpClientRequest.setHeaders({ accept: "text/event-stream", authorization: "Bearer sk-bench-not-a-key" }),
-          HttpClientRequest.bodyUnsafeJson(body)
-        )
-      ),
+      client.execute(chatRequest(baseUrl, body)),
       (response) =>
         Effect.tryPromise(async () => {
           const readable = (response as unknown as { readonly source: { readonly body: Readable } }).source.body
