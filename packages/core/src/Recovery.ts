@@ -43,6 +43,7 @@ import * as FleetLimits from "./FleetLimits.js"
 import * as Generation from "./Generation.js"
 import * as HookError from "./HookError.js"
 import { Accumulator } from "./internal/attempt.js"
+import * as Fiber from "./internal/fiber.js"
 import * as Policy from "./Policy.js"
 import * as Provider from "./Provider.js"
 import * as ProviderFailure from "./ProviderFailure.js"
@@ -253,13 +254,12 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           ? observed
           : now
       })
-    const start = Effect.flatMap(allowance.reserve, (n) => {
-      attempt = n
-      return Effect.flatMap(Clock.currentTimeNanos, (now) => {
-        debitedAt = now
+    const start = Effect.flatMap(allowance.reserve, (n) =>
+      Effect.clockWith((clock) => {
+        attempt = n
+        debitedAt = clock.unsafeCurrentTimeNanos()
         return Effect.as(onStart(n), n)
-      })
-    })
+      }))
     const observed: Budget.Allowance = {
       ...allowance,
       reserve: Effect.suspend(() => attempt === undefined ? start : Effect.zipRight(resend, allowance.reserve))
@@ -333,31 +333,33 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
         offer,
         span
       )
-    return consumed.pipe(
-      // a run that reserved nothing is charged here, still in its attempt's span (provided only then: a region costs
-      // two copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
-      Effect.zipRight(Effect.suspend(() =>
-        attempt === undefined ? Effect.provideService(charged, Tracer.ParentSpan, span) : Effect.void
-      )),
-      Effect.flatMap(() =>
-        acc.finish === undefined
-          ? Effect.fail(
-            new TransportError.TransportError({
-              reason: "PrematureEof",
-              detail: "the stream ended without the protocol's terminal event"
-            }, { disableValidation: true })
-          )
-          : Effect.void
-      ),
-      Effect.matchEffect({
-        onSuccess: (): Effect.Effect<Outcome> =>
-          Effect.succeed({ _tag: "Completed", acc, attempt: attempt! }),
-        onFailure: (error): Effect.Effect<Outcome> => {
-          const failed = (): Outcome => ({ _tag: "Failed", acc, attempt, error, failedAt: failedAt! })
-          return failedAt === undefined ? Effect.map(seen(error), failed) : Effect.succeed(failed())
-        }
-      })
-    )
+    const failed = (error: AttemptError): Effect.Effect<Outcome> => {
+      const outcome = (): Outcome => ({ _tag: "Failed", acc, attempt, error, failedAt: failedAt! })
+      return failedAt === undefined ? Effect.map(seen(error), outcome) : Effect.succeed(outcome())
+    }
+    // complete once its stream is, if the terminal arrived
+    const finished = (): Effect.Effect<Outcome> =>
+      acc.finish === undefined
+        ? failed(
+          new TransportError.TransportError({
+            reason: "PrematureEof",
+            detail: "the stream ended without the protocol's terminal event"
+          }, { disableValidation: true })
+        )
+        : Effect.succeed({ _tag: "Completed", acc, attempt: attempt! })
+    // one step from the run's end to its outcome (fix 32)
+    return Effect.matchEffect(consumed, {
+      onFailure: failed,
+      onSuccess: () =>
+        // a run that reserved nothing is charged here, still in its attempt's span (provided only then: a region costs
+        // two copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
+        attempt === undefined
+          ? Effect.matchEffect(Effect.provideService(charged, Tracer.ParentSpan, span), {
+            onFailure: failed,
+            onSuccess: finished
+          })
+          : finished()
+    })
   })
 
 /**
@@ -388,7 +390,7 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       (span) =>
         // typed as `Budget.scoped` is: the span is no requirement of a reply's
         Effect.provide(
-          recover(generation, options, meters, allowance),
+          recover(generation, options, meters, allowance, span),
           Context.make(Budget.Budget, allowance).pipe(Context.add(Tracer.ParentSpan, span))
         ) as Effect.Effect<Generation.Reply, RecoveryError, never> as Effect.Effect<
           Generation.Reply,
@@ -397,12 +399,16 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         >
     ))
 
-/** The body of {@link runWith}: one reply's attempts, within `allowance` (which `runWith` provides as the `Budget`). */
+/**
+ * The body of {@link runWith}: one reply's attempts, within `allowance` (which `runWith` provides as the `Budget`),
+ * in the reply's span `replySpan` (which `runWith` provides as the current span).
+ */
 const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
   generation: Stream.Stream<Generation.GenerationEvent, E, R>,
   options: Options<RH>,
   meters: Telemetry.Meters,
-  allowance: Budget.Allowance
+  allowance: Budget.Allowance,
+  replySpan: Tracer.Span
 ): Effect.Effect<Generation.Reply, RecoveryError, R | RH> =>
   Effect.gen(function*() {
     const replay = yield* FiberRef.get(currentReplay)
@@ -413,6 +419,7 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
     // Looked up once per reply, not once per event.
     const notifications = yield* RecoveryNotifications.RecoveryNotifications
     const notify = notifications.notify
+    const silent = RecoveryNotifications.isSilent(notifications)
     const N = RecoveryNotifications.Notification
     const fleet = yield* FleetLimits.FleetLimits
     const errors: Array<ProviderFailure.ProviderFailure> = []
@@ -558,6 +565,13 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         attemptsOfReply++
         const maxAttempts = allowance.settings.maxAttempts
         if (resumed === undefined) {
+          // nobody listens: the metric only, in one operation (fix 32)
+          if (silent) {
+            return Effect.withFiberRuntime((fiber) => {
+              Fiber.increment(fiber, meters.attempts)
+              return Effect.void
+            })
+          }
           return Effect.zipRight(
             notify(N.AttemptStarted({ attempt, maxAttempts })),
             Metric.increment(meters.attempts)
@@ -716,130 +730,143 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           span
         )
       })
-    // What follows in the attempt's span: provided for that part only. A region held while the attempt reads its
-    // stream costs about 2.5 KB a reply; the read has the span in its own context (`scopedAttempt`, fix 21).
-    const decide = (span: Tracer.Span) =>
-      Effect.flatMap(sendOrContinue(span), (outcome) =>
-        Effect.provideService(
-          Effect.gen(function*() {
-            if (outcome.attempt === undefined) {
-              // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
-              const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
-              lastShown = 0
-              yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
-              const stop = Budget.isBudgetExhausted(error)
-                ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-                : surface(
-                  HookError.isHookError(error)
-                    ? error
-                    : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
-                )
-              return { _tag: "Stop", error, stop } as Decision
-            }
-            const attempt = outcome.attempt
-            yield* Effect.annotateCurrentSpan(A.attempt, attempt)
+    // A completed attempt is committed on the spot: its span's attributes are set on the span in hand, with no
+    // region or generator for them (fix 32).
+    const committed = (span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Completed" }>): Decision => {
+      const { acc, attempt } = outcome
+      const finish = acc.finish!
+      const reply = new Generation.Reply({
+        text: acc.text,
+        reasoning: acc.reasoning,
+        reasoningParts: acc.reasoningParts,
+        toolCalls: acc.toolCalls,
+        finishReason: finish.reason,
+        providerFinishReason: finish.providerReason,
+        usage: Option.fromNullable(acc.usage),
+        attempts: attemptsOfReply
+      })
+      span.attribute(A.attempt, attempt)
+      Fiber.annotate(span, { [A.outcome]: "committed", ...replyAttributes(reply) })
+      return { _tag: "Commit", reply }
+    }
+    // What follows a failed attempt, in its span: provided for that part only. A region held while the attempt reads
+    // its stream costs about 2.5 KB a reply; the read has the span in its own context (`scopedAttempt`, fix 21).
+    const decideFailure = (span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Failed" }>) =>
+      Effect.provideService(
+        Effect.gen(function*() {
+          if (outcome.attempt === undefined) {
+            // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
+            const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
+            lastShown = 0
+            yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
+            const stop = Budget.isBudgetExhausted(error)
+              ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
+              : surface(
+                HookError.isHookError(error)
+                  ? error
+                  : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
+              )
+            return { _tag: "Stop", error, stop } as Decision
+          }
+          const attempt = outcome.attempt
+          yield* Effect.annotateCurrentSpan(A.attempt, attempt)
 
-            if (outcome._tag === "Completed") {
-              const { acc } = outcome
-              const finish = acc.finish!
-              const reply = new Generation.Reply({
-                text: acc.text,
-                reasoning: acc.reasoning,
-                reasoningParts: acc.reasoningParts,
-                toolCalls: acc.toolCalls,
-                finishReason: finish.reason,
-                providerFinishReason: finish.providerReason,
-                usage: Option.fromNullable(acc.usage),
-                attempts: attemptsOfReply
-              })
-              yield* Effect.annotateCurrentSpan({ [A.outcome]: "committed", ...replyAttributes(reply) })
-              return { _tag: "Commit", reply } as Decision
-            }
-
-            const { acc, error, failedAt } = outcome
-            lastShown = acc.text.length
-            const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
-            const resumable = replay ? resumableNow() : undefined
-            if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-              const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
-              if (resume !== undefined) return resume
-            }
-            yield* notify(
-              N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+          const { acc, error, failedAt } = outcome
+          lastShown = acc.text.length
+          const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+          const resumable = replay ? resumableNow() : undefined
+          if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
+            const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
+            if (resume !== undefined) return resume
+          }
+          yield* notify(
+            N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+          )
+          yield* Metric.increment(meters.discards)
+          yield* Effect.annotateCurrentSpan({
+            ...Telemetry.failureAttributes(error),
+            [A.discardedChars]: acc.text.length,
+            [A.outcome]: "surfaced"
+          })
+          if (Budget.isBudgetExhausted(error)) {
+            return stop(
+              fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
             )
-            yield* Metric.increment(meters.discards)
-            yield* Effect.annotateCurrentSpan({
-              ...Telemetry.failureAttributes(error),
-              [A.discardedChars]: acc.text.length,
-              [A.outcome]: "surfaced"
-            })
-            if (Budget.isBudgetExhausted(error)) {
-              return stop(
-                fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-              )
-            }
-            if (HookError.isHookError(error)) return stop(surface(error))
-            // Server pushback concerns every process on the key, whatever becomes of this failure.
-            yield* pushback(error, failedAt)
+          }
+          if (HookError.isHookError(error)) return stop(surface(error))
+          // Server pushback concerns every process on the key, whatever becomes of this failure.
+          yield* pushback(error, failedAt)
 
-            const verdict = Classification.classify(error)
-            yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-            if (verdict._tag === "Permanent") {
-              return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-            }
-            if (!replay) {
-              yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
-              return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-            }
-            if (acc.effectful) {
-              yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-              return stop(
-                surface(
-                  RecoveryErrorFamily.withAttemptFacts(error, {
-                    partialOutputChars: acc.text.length,
-                    replayBlocked: "ExternalEffects"
-                  })
-                )
+          const verdict = Classification.classify(error)
+          yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+          if (verdict._tag === "Permanent") {
+            return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+          }
+          if (!replay) {
+            yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+            return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
+          }
+          if (acc.effectful) {
+            yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+            return stop(
+              surface(
+                RecoveryErrorFamily.withAttemptFacts(error, {
+                  partialOutputChars: acc.text.length,
+                  replayBlocked: "ExternalEffects"
+                })
               )
-            }
-            errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+            )
+          }
+          errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
 
-            const remainingAttempts = yield* allowance.remainingAttempts
-            if (remainingAttempts === 0) return stop(exhausted("Attempts"))
-            const scheduled = yield* scheduleNext({
-              attempt,
-              remainingAttempts,
-              retryAfter: verdict.retryAfter,
-              immediate: false
-            })
-            return Either.isLeft(scheduled)
-              ? stop(scheduled.left)
-              : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
-          }),
-          Tracer.ParentSpan,
-          span
-        ))
+          const remainingAttempts = yield* allowance.remainingAttempts
+          if (remainingAttempts === 0) return stop(exhausted("Attempts"))
+          const scheduled = yield* scheduleNext({
+            attempt,
+            remainingAttempts,
+            retryAfter: verdict.retryAfter,
+            immediate: false
+          })
+          return Either.isLeft(scheduled)
+            ? stop(scheduled.left)
+            : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
+        }),
+        Tracer.ParentSpan,
+        span
+      )
 
     // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
     // inside it, done outside it).
-    const attemptInSpan = () => {
+    const attemptInSpan = (): Effect.Effect<Generation.Reply, RecoveryError, R | RH> => {
       let decided: Decision | undefined
-      // `Effect.useSpan`, not `Effect.withSpan`: the span is provided where it is needed (`decide`), not around the
-      // whole attempt
-      return Effect.useSpan(Telemetry.SpanName.attempt, {
-        attributes: { [A.maxAttempts]: allowance.settings.maxAttempts },
-        captureStackTrace: false
-      }, (span) =>
-        Effect.flatMap(decide(span), (decision) => {
-          decided = decision
-          return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
-        })).pipe(Effect.ignore, Effect.map(() => decided!))
+      const settle = (decision: Decision) => {
+        decided = decision
+        return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
+      }
+      const then = () => afterAttempt(decided!)
+      // `Effect.useSpan`, not `Effect.withSpan`: the span is provided where it is needed (`decideFailure`), not around
+      // the whole attempt
+      return Effect.matchEffect(
+        Effect.useSpan(Telemetry.SpanName.attempt, {
+          attributes: { [A.maxAttempts]: allowance.settings.maxAttempts },
+          captureStackTrace: false
+        }, (span) =>
+          Effect.flatMap(
+            sendOrContinue(span),
+            (outcome) =>
+              outcome._tag === "Completed"
+                ? settle(committed(span, outcome))
+                : Effect.flatMap(decideFailure(span, outcome), settle)
+          )),
+        { onFailure: then, onSuccess: then }
+      )
     }
 
     // The attempts, one after another: each step returns what runs next (the next attempt, or the end), so no
     // generator's body is held on the fiber's stack while an attempt reads its stream (fix 21).
     const attempts: Effect.Effect<Generation.Reply, RecoveryError, R | RH> = Effect.suspend(() =>
-      Effect.flatten(Effect.gen(function*() {
+      // without a fleet, nothing to credit or wait out (fix 32)
+      fleet === FleetLimits.unlimited ? attemptInSpan() : Effect.flatten(Effect.gen(function*() {
         // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
         // the send waits out a pause the fleet is in.
         const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
@@ -847,7 +874,7 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           yield* abandon
           return exhausted("RetryAfterBeyondDeadline", beyond.value)
         }
-        return Effect.flatMap(attemptInSpan(), afterAttempt)
+        return attemptInSpan()
       }))
     )
     const afterAttempt = (decision: Decision): Effect.Effect<Generation.Reply, RecoveryError, R | RH> => {
@@ -880,19 +907,30 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
 
     // Interrupted, recovery cancels the background response it was reading, if there is one. Returned to run after
     // this generator has finished (`Effect.flatten`), not in it: its body is not held while the attempts run.
-    return Effect.flatMap(Effect.onInterrupt(attempts, () => abandon), (reply) =>
-      Effect.gen(function*() {
-        yield* notify(N.Committed({ reply }))
-        yield* Metric.increment(meters.committed)
-        yield* Effect.annotateCurrentSpan(replyAttributes(reply))
-        if (options.hooks?.afterGeneration !== undefined) {
-          yield* Effect.mapError(
-            options.hooks.afterGeneration(reply),
-            (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
-          )
-        }
-        return reply
-      }))
+    return Effect.flatMap(Effect.onInterrupt(attempts, () => abandon), (reply): Effect.Effect<
+      Generation.Reply,
+      RecoveryError,
+      RH
+    > =>
+      // nobody listens and no hook runs: the metric and the reply span's attributes in one operation (fix 32)
+      silent && options.hooks?.afterGeneration === undefined
+        ? Effect.withFiberRuntime((fiber) => {
+          Fiber.increment(fiber, meters.committed)
+          Fiber.annotate(replySpan, replyAttributes(reply))
+          return Effect.succeed(reply)
+        })
+        : Effect.gen(function*() {
+          yield* notify(N.Committed({ reply }))
+          yield* Metric.increment(meters.committed)
+          yield* Effect.annotateCurrentSpan(replyAttributes(reply))
+          if (options.hooks?.afterGeneration !== undefined) {
+            yield* Effect.mapError(
+              options.hooks.afterGeneration(reply),
+              (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
+            )
+          }
+          return reply
+        }))
   }).pipe(Effect.flatten)
 
 const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
