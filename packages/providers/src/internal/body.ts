@@ -157,34 +157,49 @@ export const webBody = (
  *
  * @internal
  */
-export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<Pull, never, Scope.Scope> => {
+export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<Pull, never, Scope.Scope> =>
+  Effect.flatMap(
+    Effect.scope,
+    (scope) => Effect.clockWith((clock) => pullIn(response, scope, clock) ?? Stream.toPull(response.stream))
+  )
+
+/**
+ * The body's pull, its release added to `scope`, its end and failure timed on `clock`, when the response is the undici
+ * client's or a web one (its wait can be abandoned); `undefined` for any other response. What {@link pull} does for
+ * those, without looking the scope and the clock up (a provider's attempt has them in hand: `attempt.ts`).
+ *
+ * @internal
+ */
+export const pullIn = (
+  response: HttpClientResponse.HttpClientResponse,
+  scope: Scope.Scope,
+  clock: Clock.Clock
+): Effect.Effect<Pull> | undefined => {
   const undici = undiciBody(response)
-  if (undici !== undefined) {
-    return Effect.clockWith((clock) => fromReadable(response, undici.readable, undici.controller, clock))
-  }
+  if (undici !== undefined) return fromReadable(response, undici.readable, undici.controller, clock, scope)
   const web = webBody(response)
-  if (web !== undefined) return Effect.clockWith((clock) => fromWeb(response, web.body, web.controller, clock))
-  return Stream.toPull(response.stream)
+  if (web !== undefined) return fromWeb(response, web.body, web.controller, clock, scope)
+  return undefined
 }
 
 const noop = () => {}
 
 /**
- * `acquire`, run uninterruptibly, with `release` of what it made added to the scope as it is: `Effect.acquireRelease`
+ * `acquire`, run uninterruptibly, with `release` of what it made added to `scope` as it is: `Effect.acquireRelease`
  * without what that does for a release that reads the acquiring fiber's state. `acquireRelease` takes the fiber's refs
  * at the acquisition and patches them in around the release, two diffs of every fiber ref per body
  * (docs/performance.md, fix 30); a body's release reads none of them and runs in the fiber that closes the scope.
  * `Scope.close` does not make a finalizer uninterruptible: a release that waits must be so itself.
  */
 const acquireReleased = <A>(
+  scope: Scope.Scope,
   acquire: () => A,
   release: (acquired: A) => Effect.Effect<void>
-): Effect.Effect<A, never, Scope.Scope> =>
-  Effect.flatMap(Effect.scope, (scope) =>
-    Effect.uninterruptible(Effect.suspend(() => {
-      const acquired = acquire()
-      return Effect.as(Scope.addFinalizer(scope, release(acquired)), acquired)
-    })))
+): Effect.Effect<A> =>
+  Effect.uninterruptible(Effect.suspend(() => {
+    const acquired = acquire()
+    return Effect.as(Scope.addFinalizer(scope, release(acquired)), acquired)
+  }))
 
 /**
  * A web body's pull: one `read()` of its reader per pull, its result kept for the next pull when it settles with no
@@ -197,10 +212,12 @@ const fromWeb = (
   response: HttpClientResponse.HttpClientResponse,
   body: ReadableStream<Uint8Array>,
   controller: AbortController | undefined,
-  clock: Clock.Clock
-): Effect.Effect<Pull, never, Scope.Scope> =>
+  clock: Clock.Clock,
+  scope: Scope.Scope
+): Effect.Effect<Pull> =>
   Effect.map(
     acquireReleased(
+      scope,
       () => body.getReader(),
       // a failed body's `cancel` rejects with its failure, which the pull has already told
       (reader) =>
@@ -287,10 +304,12 @@ const fromReadable = (
   response: HttpClientResponse.HttpClientResponse,
   readable: NodeReadable,
   controller: AbortController | undefined,
-  clock: Clock.Clock
-): Effect.Effect<Pull, never, Scope.Scope> =>
+  clock: Clock.Clock,
+  scope: Scope.Scope
+): Effect.Effect<Pull> =>
   Effect.map(
     acquireReleased(
+      scope,
       () => {
         // the body's end (`None`) or failure, once it is known, and when it became known
         let outcome: Option.Option<HttpClientError.ResponseError> | undefined = readable.readable

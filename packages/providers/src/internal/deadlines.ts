@@ -5,11 +5,15 @@
  * - Every deadline is the `Clock`'s monotonic time when it is armed (in milliseconds) plus the same length, so the
  *   queue is in deadline order: the timer sleeps until the first one still armed, and never needs waking for a later
  *   one (its deadline is at least the length away, and the timer never sleeps longer than that).
- * - The timer runs while the queue has users ({@link open}, {@link close}, or {@link use} for the rest of a scope):
- *   the first user starts it (a root fiber on that user's runtime, so its `Clock`, started at once so that there is
- *   never a second), and the last one to close interrupts it, so nothing sleeps once the users are done (a process
- *   exits when its work does). A user may arm many deadlines in turn (an idle timeout arms one per pull) without
- *   starting the timer each time.
+ * - The timer runs while the queue has users ({@link open}, {@link close}, or {@link use} for the rest of a scope;
+ *   {@link enter} and {@link leave} are the same steps, synchronous, for an operation that holds the fiber): the first
+ *   user starts it (a root fiber on that user's runtime, so its `Clock`, started at once so that there is never a
+ *   second), and the last one to leave interrupts it, so nothing sleeps once the users are done (a process exits when
+ *   its work does). The interruption is sent, not awaited: an expiry may close a scope whose finalizer is a queue's
+ *   last user leaving, in the timer's own fiber (a provider's attempt, `attempt.ts`), and a timer that awaited its own
+ *   end would wait for ever. A timer that has been stopped expires nothing more, even before its interruption arrives
+ *   (each timer knows its `generation`). A user may arm many deadlines in turn (an idle timeout arms one per pull)
+ *   without starting the timer each time.
  * - A deadline that passes while armed is marked `timedOut` and its `expire` runs, in the timer's fiber,
  *   uninterruptibly, each apart from the others. A deadline is disarmed when what it timed settles ({@link disarm}); a
  *   disarmed one never expires, and the disarmed are dropped from the queue.
@@ -19,8 +23,10 @@
 import type * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
+import type * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as Runtime from "effect/Runtime"
+import type * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Scope from "effect/Scope"
 
 /** @internal */
@@ -33,6 +39,8 @@ export interface Deadlines {
   /** Users that have opened the queue and not closed it: the timer runs while there is one. */
   users: number
   timer: Fiber.RuntimeFiber<void> | undefined
+  /** Counts the timers started and stopped: a timer runs only while the generation it was started in lasts. */
+  generation: number
 }
 
 /** @internal */
@@ -51,14 +59,17 @@ export const make = (length: Duration.Duration): Deadlines => ({
   head: 0,
   settled: 0,
   users: 0,
-  timer: undefined
+  timer: undefined,
+  generation: 0
 })
 
 const nowMillis = (clock: Clock.Clock) => Number(clock.unsafeCurrentTimeNanos() / 1_000_000n)
 
-const time = (deadlines: Deadlines): Effect.Effect<void> =>
+const time = (deadlines: Deadlines, generation: number): Effect.Effect<void> =>
   Effect.flatMap(Effect.clock, (clock) => {
     const loop: Effect.Effect<void> = Effect.suspend(() => {
+      // stopped: its interruption is on its way
+      if (deadlines.generation !== generation) return Effect.void
       const now = nowMillis(clock)
       const expired: Array<Effect.Effect<void>> = []
       while (deadlines.head < deadlines.entries.length) {
@@ -110,40 +121,58 @@ const compact = (deadlines: Deadlines) => {
 }
 
 /**
- * A user of the queue begins: the timer is started if it is not running. A user must close what it opens, whatever
- * happens ({@link use}).
+ * A user of the queue begins, on `fiber`'s runtime: the timer is started if it is not running. A user must
+ * {@link leave} what it enters, whatever happens.
+ *
+ * @internal
+ */
+export const enter = (
+  deadlines: Deadlines,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  runtimeFlags: RuntimeFlags.RuntimeFlags
+): void => {
+  deadlines.users++
+  if (deadlines.timer !== undefined) return
+  const runtime = Runtime.make({ context: fiber.currentContext, runtimeFlags, fiberRefs: fiber.getFiberRefs() })
+  deadlines.generation++
+  deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(time(deadlines, deadlines.generation)))
+}
+
+/**
+ * A user of the queue is done: the last one stops the timer (its interruption sent, not awaited) and empties the
+ * queue.
+ *
+ * @internal
+ */
+export const leave = (deadlines: Deadlines): void => {
+  deadlines.users--
+  if (deadlines.users > 0 || deadlines.timer === undefined) return
+  const timer = deadlines.timer
+  deadlines.timer = undefined
+  deadlines.generation++
+  deadlines.entries = []
+  deadlines.head = 0
+  deadlines.settled = 0
+  timer.unsafeInterruptAsFork(FiberId.none)
+}
+
+/**
+ * {@link enter} as an effect, on the current fiber's runtime.
  *
  * @internal
  */
 export const open = (deadlines: Deadlines): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    deadlines.users++
-    if (deadlines.timer !== undefined) return Effect.void
-    return Effect.flatMap(Effect.runtime<never>(), (runtime) => {
-      // started here, at once, unless another user started it meanwhile: one timer at a time
-      if (deadlines.timer === undefined && deadlines.users > 0) {
-        deadlines.timer = Runtime.runFork(runtime)(Effect.interruptible(time(deadlines)))
-      }
-      return Effect.void
-    })
+  Effect.withFiberRuntime((fiber, status) => {
+    enter(deadlines, fiber, status.runtimeFlags)
+    return Effect.void
   })
 
 /**
- * A user of the queue is done: the last one stops the timer and empties the queue.
+ * {@link leave} as an effect.
  *
  * @internal
  */
-export const close = (deadlines: Deadlines): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    deadlines.users--
-    if (deadlines.users > 0 || deadlines.timer === undefined) return Effect.void
-    const timer = deadlines.timer
-    deadlines.timer = undefined
-    deadlines.entries = []
-    deadlines.head = 0
-    deadlines.settled = 0
-    return Fiber.interrupt(timer)
-  })
+export const close = (deadlines: Deadlines): Effect.Effect<void> => Effect.sync(() => leave(deadlines))
 
 /**
  * The queue opened for the rest of the current scope: opened and its closing added to the scope in one

@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ProviderOptions from "../ProviderOptions.js"
+import * as Attempt from "./attempt.js"
 import * as Body from "./body.js"
 import * as Deadlines from "./deadlines.js"
 import * as Json from "./json.js"
@@ -56,8 +57,8 @@ export const makeService = <Ev>(options: {
   // An attempt uses the idle queue from its send to its scope's end, not only while it reads its body: the queue's
   // timer then keeps running between streams whose reads do not overlap, while other sends are in flight. Opened only
   // while its body was read, the timer stopped and started again with nearly every stream: 997 starts for figure 3's
-  // 1,000 streams, about 100 ms of its CPU (docs/performance.md, fix 31).
-  const useIdle = Deadlines.use(idle)
+  // 1,000 streams, about 100 ms of its CPU (docs/performance.md, fix 31). Both queues are entered once per attempt,
+  // in one step (`Attempt.within`, fix 32).
   return {
     protocol: options.protocol,
     // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
@@ -65,33 +66,47 @@ export const makeService = <Ev>(options: {
       // The request's description, made by its first attempt and sent again as it is by every replay: checking and
       // mapping the request (and `Send.open` encoding its body) is not redone after a backoff (fix 26).
       let spec: Send.RequestSpec | undefined
+      const send = (attempt: Attempt.Attempt) =>
+        Effect.suspend(() => {
+          if (spec !== undefined) return Send.open(options.client, spec, options.settings, attempt)
+          // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
+          // not sent: no Budget debit, one permanent failure
+          const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
+          if (refused !== undefined) return Effect.fail(refused)
+          spec = options.request(request)
+          return Send.open(options.client, spec, options.settings, attempt)
+        })
       return Provider.fromPull(
-        Effect.flatMap(
-          Effect.zipRight(
-            useIdle,
-            Effect.suspend(() => {
-              if (spec !== undefined) return Send.open(options.client, spec, options.settings, deadlines)
-              // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
-              // not sent: no Budget debit, one permanent failure
-              const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
-              if (refused !== undefined) return Effect.fail(refused)
-              spec = options.request(request)
-              return Send.open(options.client, spec, options.settings, deadlines)
-            })
-          ),
-          (response) => {
+        Attempt.within(deadlines, idle, (attempt) =>
+          Effect.flatMap(send(attempt), (response) => {
             const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
             const decoder = options.decoder({ requestId })
-            return SseInternal.pull({
-              body: Body.pull(response),
-              settings: options.settings,
-              decode: decoder.decode,
-              machine: decoder.machine,
-              requestId,
-              idle
-            })
-          }
-        )
+            // the body read in the attempt's scope, closed by an idle timeout (`Attempt`); a client whose body's wait
+            // cannot be abandoned is read as `SseInternal.pull` reads any body
+            const body = Body.pullIn(response, attempt.scope, attempt.clock)
+            if (body === undefined) {
+              return SseInternal.pull({
+                body: Body.pull(response),
+                settings: options.settings,
+                decode: decoder.decode,
+                machine: decoder.machine,
+                requestId,
+                idle
+              })
+            }
+            return Effect.map(body, (pull) =>
+              SseInternal.reader({
+                body: pull,
+                settings: options.settings,
+                decode: decoder.decode,
+                machine: decoder.machine,
+                requestId,
+                clock: attempt.clock,
+                close: attempt.close,
+                idle,
+                held: attempt
+              }))
+          }))
       )
     }
   }

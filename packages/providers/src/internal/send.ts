@@ -17,11 +17,10 @@ import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as ExecutionStrategy from "effect/ExecutionStrategy"
-import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
+import * as Attempt from "./attempt.js"
 import * as Deadlines from "./deadlines.js"
 import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
 import { type Fallbacks, unsupportedParameter } from "./fallback.js"
@@ -68,14 +67,54 @@ export const execute = (
   )
 
 /**
- * A generation's send timed by `deadlines` rather than by a race: `Budget.reserve`, then the request in the
- * caller's fiber, in a scope of its own (a child of the caller's, so the response lives as long as the caller's
- * scope) with the client scoped by `HttpClient.withScope`, so that closing that scope aborts it. The deadlines'
- * timer closes it when the headers are late, and the request's failure is then told as the `Timeout`.
+ * A generation's send within its attempt (`attempt.ts`), timed by the attempt's first-byte queue rather than by a
+ * race: the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped by
+ * `HttpClient.withScope` in the attempt's scope (the current one), so that closing that scope aborts it. A first-byte
+ * deadline that passes closes the attempt's scope, and the request's failure is then told as the `Timeout`.
  * `Effect.timeoutFail` forks two fibers per send and joins the winner's fiber refs back: that measured about 30 MB
  * of figure 3's peak RSS (docs/performance.md, fix 25). One fiber times the sends of a provider (`deadlines.ts`).
  * The timeout relies on the client honouring the request's `AbortSignal`, as every client of @effect/platform does.
- * Interruption aborts the request (the caller's scope closes) and stays interruption.
+ * Interruption aborts the request (the attempt's scope closes) and stays interruption; the deadline of an interrupted
+ * send is disarmed when the attempt ends.
+ *
+ * @internal
+ */
+export const sendIn = (
+  attempt: Attempt.Attempt,
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  settings: Settings
+): Effect.Effect<
+  HttpClientResponse.HttpClientResponse,
+  ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+  Scope.Scope
+> =>
+  Effect.zipRight(
+    attempt.allowance.reserve,
+    Effect.suspend(() => {
+      const entry = Deadlines.arm(attempt.firstByte, attempt.clock, attempt.close)
+      attempt.sending = entry
+      const settle = () => {
+        Deadlines.disarm(attempt.firstByte, entry)
+        attempt.sending = undefined
+      }
+      return Effect.matchEffect(scopedClient(client).execute(request), {
+        onFailure: (error) => {
+          settle()
+          return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
+        },
+        // the timer fired as the headers came: the request is aborted, so the response is not read
+        onSuccess: (response) => {
+          settle()
+          return entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
+        }
+      })
+    })
+  )
+
+/**
+ * {@link sendIn} as an attempt of its own, in the current scope: the send of an attempt that reads nothing more,
+ * timed by `deadlines`.
  *
  * @internal
  */
@@ -88,37 +127,7 @@ export const sendTimed = (
   HttpClientResponse.HttpClientResponse,
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
   Budget.Budget | Scope.Scope
-> =>
-  Effect.zipRight(
-    Budget.reserve,
-    // from the queue's opening to its closing, uninterruptible but for the request itself: every send that opens the
-    // queue closes it, so the timer always stops; the deadline is armed once the queue is open (a queue no user holds
-    // open is emptied)
-    Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.scope, (outer) =>
-        Effect.flatMap(Scope.fork(outer, ExecutionStrategy.sequential), (scope) =>
-          Effect.flatMap(Effect.zipRight(Deadlines.open(deadlines), Effect.clock), (clock) => {
-            const entry = Deadlines.arm(deadlines, clock, Scope.close(scope, Exit.void))
-            const sent = Effect.matchEffect(
-              Effect.onExit(
-                restore(Scope.extend(scopedClient(client).execute(request), scope)),
-                () => {
-                  Deadlines.disarm(deadlines, entry)
-                  return Deadlines.close(deadlines)
-                }
-              ),
-              {
-                onFailure: (error) =>
-                  Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub)),
-                // the timer fired as the headers came: the request is aborted, so the response is not read
-                onSuccess: (response) =>
-                  entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
-              }
-            )
-            return sent
-          })))
-    )
-  )
+> => Attempt.within(deadlines, undefined, (attempt) => sendIn(attempt, client, request, settings))
 
 // `HttpClient.withScope` of each client, made once
 const scoped = new WeakMap<
@@ -210,13 +219,13 @@ export const open = (
   client: HttpClient.HttpClient,
   spec: RequestSpec,
   settings: Settings,
-  deadlines?: Deadlines.Deadlines
+  attempt?: Attempt.Attempt
 ): Effect.Effect<
   HttpClientResponse.HttpClientResponse,
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
   Budget.Budget | Scope.Scope
 > => {
-  const attempt = (
+  const sendBody = (
     body: Readonly<Record<string, unknown>>,
     fallbackAllowed: boolean
   ): Effect.Effect<
@@ -224,10 +233,17 @@ export const open = (
     ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
     Budget.Budget | Scope.Scope
   > =>
-    Effect.flatMap(
-      deadlines === undefined
+    Effect.flatMap<
+      HttpClientResponse.HttpClientResponse,
+      ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+      Budget.Budget | Scope.Scope,
+      HttpClientResponse.HttpClientResponse,
+      ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+      Budget.Budget | Scope.Scope
+    >(
+      attempt === undefined
         ? send(client, requestOf(spec, body, settings), settings)
-        : sendTimed(client, requestOf(spec, body, settings), settings, deadlines),
+        : sendIn(attempt, client, requestOf(spec, body, settings), settings),
       (response) => {
         if (response.status >= 200 && response.status < 300) {
           const encoding = contentEncoding(response.headers)
@@ -239,13 +255,13 @@ export const open = (
           return rejected !== undefined
             ? Effect.zipRight(
               Effect.logDebug(`resending without the unsupported parameter ${rejected}`),
-              attempt(spec.fallbacks[rejected](body), false)
+              sendBody(spec.fallbacks[rejected](body), false)
             )
             : Effect.fail(statusFailure(failure))
         })
       }
     )
-  return attempt(spec.body, true)
+  return sendBody(spec.body, true)
 }
 
 /**

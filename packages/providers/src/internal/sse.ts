@@ -17,6 +17,7 @@ import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
+import type * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -522,7 +523,10 @@ export interface RunOptions<Ev> {
 }
 
 /**
- * {@link run} as the pull of its chunks, in the scope (for `Provider.fromPull`).
+ * {@link run} as the pull of its chunks, in the scope (for `Provider.fromPull`): the body in a scope of its own, closed
+ * as soon as an idle timeout stops the reading (the request is aborted then, not once the consumer has handled the
+ * end), and read by {@link reader}, or by a reader fiber and a watchdog ({@link watched}) when its wait cannot be
+ * abandoned.
  *
  * @internal
  */
@@ -530,151 +534,231 @@ export const pull = <Ev>(
   options: RunOptions<Ev>
 ): Effect.Effect<Provider.Pull<ProviderFailure.ProviderFailure>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const { decode, machine, settings } = options
     const clock = yield* Effect.clock
-    // the body in a scope of its own, closed as soon as an idle timeout stops the reading (the request is aborted
-    // then, not once the consumer has handled the end)
-    const bodyScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
+    const scope = yield* Effect.scope
+    const bodyScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     const body = yield* Scope.extend(options.body, bodyScope)
-    // the body's text until its first SSE event; undefined from that event on, or past `maxJsonBody`
-    let head: string | undefined = ""
-    const keepHead = (text: string) => {
-      if (head === undefined) return
-      head = head.length + text.length > maxJsonBody ? undefined : head + text
-    }
-    const pending: Array<Event> = []
-    // body bytes read so far, against `maxReplyBytes`
-    let received = 0
-    const parser = makeParser(settings.maxEventSize, (event) => {
-      head = undefined
-      pending.push(event)
-    })
-    type Result = Pull<Generation.GenerationEvent, ProviderFailure.ProviderFailure>
-    const finished: Result = Effect.fail(Option.none())
-    // Reading has stopped (the machine is done, or the end ran): every later read ends the stream.
-    let stopped = false
-    // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal),
-    // marked as observed `at` (`ProviderFailure.markObserved`: the read that held the failure, or the body's end or
-    // failure). Called when it is decided: from then on nothing more is read or stepped.
-    const end = (failure: Option.Option<ProviderFailure.ProviderFailure>, at: bigint): Result => {
-      stopped = true
-      return Effect.suspend(() => {
-        const json = Option.isNone(failure) && head !== undefined
-          ? jsonInsteadOfStream(head, settings, options.requestId)
-          : undefined
-        return Effect.matchEffect(json !== undefined ? Effect.fail(json) : machine.end(failure), {
-          onFailure: (error) => Effect.fail(Option.some(ProviderFailure.markObserved(error, at))),
-          onSuccess: (events) => Effect.succeed(Chunk.unsafeFromArray(events.slice()))
-        })
-      })
-    }
-    // what the last read left to do after its outputs: the end it failed with
-    let after: Result | undefined
-    // One read's outputs: the events of the reads up to one that makes progress, then what follows it.
-    const onReads = (reads: Chunk.Chunk<Uint8Array>): Result => {
-      if (stopped) return finished
-      let size = 0
-      for (const bytes of reads) size += bytes.length
-      received += size
-      const over = received > settings.maxReplyBytes
-      // Past the bound, only the bytes within it are read: whatever the cut, the same events are decoded.
-      const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
-      const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
-      const out: Array<Generation.GenerationEvent> = []
-      const { failure, progressed } = stepAll(pending.splice(0), settings, decode, machine, out)
-      const failed = failure ??
-        (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
-        (over && !machine.done() ? replyTooLarge(settings) : undefined)
-      if (failed !== undefined) {
-        stopped = true
-        const at = clock.unsafeCurrentTimeNanos()
-        if (!progressed) return end(Option.some(failed), at)
-        after = end(Option.some(failed), at)
-      } else if (machine.done()) {
-        stopped = true
-        after = finished
-      } else if (!progressed) {
-        return next
-      }
-      return Effect.succeed(Chunk.unsafeFromArray(out))
-    }
-    // takes what the last read left to do, if anything
-    const takeAfter = (): Result | undefined => {
-      const then = after
-      after = undefined
-      return then
-    }
-    // The idle deadline of the pull in progress, when the body can be abandoned: see below.
-    let deadline: Deadlines.Deadline | undefined
     // the body closed uninterruptibly: `Scope.close` marks the scope closed before it runs the release, so an
     // interruption between the two would leave the request unaborted
-    const timedOut = (): Result =>
-      Effect.zipRight(
-        Effect.uninterruptible(Scope.close(bodyScope, Exit.void)),
-        end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos())
-      )
-    const next: Result = Effect.suspend(() => {
+    const close = Effect.uninterruptible(Scope.close(bodyScope, Exit.void))
+    // a pull's deadline, when the body can be abandoned; none is armed for one read by `watched`
+    const held: Held = { reading: undefined }
+    const read = steps(options, body, clock, close, held)
+    if (!Body.abandonable(body)) return yield* watched(read.next, options.settings.idleTimeout, read.timedOut)
+    const idle = options.idle ?? Deadlines.make(options.settings.idleTimeout)
+    if (options.idle === undefined) yield* Deadlines.use(idle)
+    // A pull interrupted while it waits skips its own disarming: its deadline is disarmed by the next pull, or when
+    // the stream's scope closes, so that it neither expires later nor keeps the stream's state alive in the queue.
+    yield* Scope.addFinalizer(
+      scope,
+      Effect.sync(() => {
+        if (held.reading !== undefined) Deadlines.disarm(idle, held.reading)
+      })
+    )
+    return timed(read, body, clock, idle, held)
+  })
+
+/**
+ * Where {@link reader} keeps the idle deadline of the pull in progress, for whoever disarms it when the stream's scope
+ * closes (a pull interrupted while it waits skips its own disarming).
+ *
+ * @internal
+ */
+export interface Held {
+  reading: Deadlines.Deadline | undefined
+}
+
+/**
+ * What {@link reader} reads: a body whose wait can be abandoned (`Body.abandonable`), the stream's `Clock`, how to
+ * close the body's scope (an idle timeout closes it: the request is aborted then, not once the consumer has handled
+ * the end; run uninterruptibly or from a fiber that cannot be interrupted), and the idle deadlines, open for as long
+ * as the stream is read.
+ *
+ * @internal
+ */
+export interface ReaderOptions<Ev> {
+  readonly settings: Settings
+  readonly decode: Decode<Ev>
+  readonly machine: Machine<Ev>
+  readonly requestId?: string | undefined
+  readonly body: Body.Pull
+  readonly clock: Clock.Clock
+  readonly close: Effect.Effect<void>
+  readonly idle: Deadlines.Deadlines
+  readonly held: Held
+}
+
+/**
+ * {@link run}'s pull over a body already opened, built in one step, with no effect: a provider's attempt has the
+ * body's scope, the clock and the idle queue in hand (`attempt.ts`, fix 32). The body's wait is abandoned when its
+ * idle deadline passes.
+ *
+ * @internal
+ */
+export const reader = <Ev>(options: ReaderOptions<Ev>): Provider.Pull<ProviderFailure.ProviderFailure> =>
+  timed(
+    steps(options, options.body, options.clock, options.close, options.held),
+    options.body,
+    options.clock,
+    options.idle,
+    options.held
+  )
+
+type Result = Pull<Generation.GenerationEvent, ProviderFailure.ProviderFailure>
+
+/** The reading of one body, without its idle timeout: each pull's `next`, and what an idle timeout ends it with. */
+interface Steps {
+  readonly next: Result
+  readonly timedOut: () => Result
+}
+
+const steps = <Ev>(
+  options: {
+    readonly settings: Settings
+    readonly decode: Decode<Ev>
+    readonly machine: Machine<Ev>
+    readonly requestId?: string | undefined
+  },
+  body: Body.Pull,
+  clock: Clock.Clock,
+  close: Effect.Effect<void>,
+  held: Held
+): Steps => {
+  const { decode, machine, settings } = options
+  // the body's text until its first SSE event; undefined from that event on, or past `maxJsonBody`
+  let head: string | undefined = ""
+  const keepHead = (text: string) => {
+    if (head === undefined) return
+    head = head.length + text.length > maxJsonBody ? undefined : head + text
+  }
+  const pending: Array<Event> = []
+  // body bytes read so far, against `maxReplyBytes`
+  let received = 0
+  const parser = makeParser(settings.maxEventSize, (event) => {
+    head = undefined
+    pending.push(event)
+  })
+  const finished: Result = Effect.fail(Option.none())
+  // Reading has stopped (the machine is done, or the end ran): every later read ends the stream.
+  let stopped = false
+  // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal),
+  // marked as observed `at` (`ProviderFailure.markObserved`: the read that held the failure, or the body's end or
+  // failure). Called when it is decided: from then on nothing more is read or stepped.
+  const end = (failure: Option.Option<ProviderFailure.ProviderFailure>, at: bigint): Result => {
+    stopped = true
+    return Effect.suspend(() => {
+      const json = Option.isNone(failure) && head !== undefined
+        ? jsonInsteadOfStream(head, settings, options.requestId)
+        : undefined
+      return Effect.matchEffect(json !== undefined ? Effect.fail(json) : machine.end(failure), {
+        onFailure: (error) => Effect.fail(Option.some(ProviderFailure.markObserved(error, at))),
+        onSuccess: (events) => Effect.succeed(Chunk.unsafeFromArray(events.slice()))
+      })
+    })
+  }
+  // what the last read left to do after its outputs: the end it failed with
+  let after: Result | undefined
+  // One read's outputs: the events of the reads up to one that makes progress, then what follows it.
+  const onReads = (reads: Chunk.Chunk<Uint8Array>): Result => {
+    if (stopped) return finished
+    let size = 0
+    for (const bytes of reads) size += bytes.length
+    received += size
+    const over = received > settings.maxReplyBytes
+    // Past the bound, only the bytes within it are read: whatever the cut, the same events are decoded.
+    const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
+    const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
+    const out: Array<Generation.GenerationEvent> = []
+    const { failure, progressed } = stepAll(pending.splice(0), settings, decode, machine, out)
+    const failed = failure ??
+      (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
+      (over && !machine.done() ? replyTooLarge(settings) : undefined)
+    if (failed !== undefined) {
+      stopped = true
+      const at = clock.unsafeCurrentTimeNanos()
+      if (!progressed) return end(Option.some(failed), at)
+      after = end(Option.some(failed), at)
+    } else if (machine.done()) {
+      stopped = true
+      after = finished
+    } else if (!progressed) {
+      return next
+    }
+    return Effect.succeed(Chunk.unsafeFromArray(out))
+  }
+  // takes what the last read left to do, if anything
+  const takeAfter = (): Result | undefined => {
+    const then = after
+    after = undefined
+    return then
+  }
+  // the body closed first
+  const closed = (): Result =>
+    Effect.zipRight(close, end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos()))
+  const next: Result = Effect.suspend(() => {
+    const then = takeAfter()
+    if (then !== undefined) return then
+    if (stopped) return finished
+    if (held.reading !== undefined && held.reading.timedOut) return closed()
+    return Effect.matchCauseEffect(body, {
+      onSuccess: onReads,
+      onFailure: (cause): Result => {
+        if (stopped) return finished
+        if (cause._tag !== "Fail") {
+          // a defect or an interruption passes through, untouched but for the type of a failure beside it
+          return Effect.failCause(Cause.map(cause, Option.map((error) => fromBodyError(error, settings.scrub))))
+        }
+        const at = Body.outcomeAt(body) ?? clock.unsafeCurrentTimeNanos()
+        return Option.match(cause.error, {
+          onNone: () => end(Option.none(), at),
+          onSome: (error) => end(Option.some(fromBodyError(error, settings.scrub)), at)
+        })
+      }
+    })
+  })
+  return {
+    next,
+    timedOut: () => {
+      // a failure the last read ended with is still to be told: it goes first, as it would have
       const then = takeAfter()
       if (then !== undefined) return then
       if (stopped) return finished
-      if (deadline !== undefined && deadline.timedOut) return timedOut()
-      return Effect.matchCauseEffect(body, {
-        onSuccess: onReads,
-        onFailure: (cause): Result => {
-          if (stopped) return finished
-          if (cause._tag !== "Fail") {
-            // a defect or an interruption passes through, untouched but for the type of a failure beside it
-            return Effect.failCause(Cause.map(cause, Option.map((error) => fromBodyError(error, settings.scrub))))
-          }
-          const at = Body.outcomeAt(body) ?? clock.unsafeCurrentTimeNanos()
-          return Option.match(cause.error, {
-            onNone: () => end(Option.none(), at),
-            onSome: (error) => end(Option.some(fromBodyError(error, settings.scrub)), at)
-          })
-        }
-      })
-    })
-    if (!Body.abandonable(body)) {
-      return yield* watched(
-        next,
-        settings.idleTimeout,
-        () => {
-          // a failure the last read ended with is still to be told: it goes first, as it would have
-          const then = takeAfter()
-          if (then !== undefined) return then
-          if (stopped) return finished
-          return timedOut()
-        }
-      )
+      return closed()
     }
-    // The body's wait can be ended from outside (`Body.abandon`), so the consumer's fiber reads it itself, and the
-    // idle timeout is a deadline armed for each pull in a queue timed by one fiber for the provider's streams, with no
-    // reader fiber, watchdog fiber or timer per stream (fix 31). A deadline that passes abandons the body's wait; the
-    // read then finds it passed and ends with the `Timeout`, the body closed first. A pull that returns disarms it.
-    const idle = options.idle ?? Deadlines.make(settings.idleTimeout)
-    if (options.idle === undefined) yield* Deadlines.use(idle)
-    const expire = Effect.sync(() => {
-      if (deadline !== undefined && deadline.timedOut) Body.abandon(body)
-    })
-    // A pull interrupted while it waits skips the handlers below: its deadline is disarmed by the next pull, or when
-    // the stream's scope closes, so that it neither expires later nor keeps the stream's state alive in the queue.
-    const disarm = () => {
-      if (deadline !== undefined) Deadlines.disarm(idle, deadline)
-    }
-    yield* Scope.addFinalizer(yield* Effect.scope, Effect.sync(disarm))
-    const settled = {
-      onFailure: (cause: Cause.Cause<Option.Option<ProviderFailure.ProviderFailure>>): Result => {
-        Deadlines.disarm(idle, deadline!)
-        return Effect.failCause(cause)
-      },
-      onSuccess: (chunk: Chunk.Chunk<Generation.GenerationEvent>): Result => {
-        Deadlines.disarm(idle, deadline!)
-        return Effect.succeed(chunk)
-      }
-    }
-    return Effect.suspend(() => {
-      disarm()
-      deadline = Deadlines.arm(idle, clock, expire)
-      return Effect.matchCauseEffect(next, settled)
-    })
+  }
+}
+
+/**
+ * The pull of `read` with its idle timeout as a deadline per pull in `idle`, the provider's queue timed by one fiber
+ * for all its streams, with no reader fiber, watchdog fiber or timer per stream (fix 31). The body's wait can be ended
+ * from outside (`Body.abandon`), so the consumer's fiber reads it itself. A deadline that passes abandons the body's
+ * wait; the read then finds it passed and ends with the `Timeout`, the body closed first. A pull that returns disarms
+ * it; one interrupted while it waits leaves it to the next pull, or to whoever disarms `held` when the stream's scope
+ * closes.
+ */
+const timed = (
+  read: Steps,
+  body: Body.Pull,
+  clock: Clock.Clock,
+  idle: Deadlines.Deadlines,
+  held: Held
+): Result => {
+  const expire = Effect.sync(() => {
+    if (held.reading !== undefined && held.reading.timedOut) Body.abandon(body)
   })
+  const settled = {
+    onFailure: (cause: Cause.Cause<Option.Option<ProviderFailure.ProviderFailure>>): Result => {
+      Deadlines.disarm(idle, held.reading!)
+      return Effect.failCause(cause)
+    },
+    onSuccess: (chunk: Chunk.Chunk<Generation.GenerationEvent>): Result => {
+      Deadlines.disarm(idle, held.reading!)
+      return Effect.succeed(chunk)
+    }
+  }
+  return Effect.suspend(() => {
+    if (held.reading !== undefined) Deadlines.disarm(idle, held.reading)
+    held.reading = Deadlines.arm(idle, clock, expire)
+    return Effect.matchCauseEffect(read.next, settled)
+  })
+}

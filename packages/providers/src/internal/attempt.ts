@@ -1,0 +1,93 @@
+/**
+ * One attempt of a provider's stream, as `provider.ts` runs it: its scope, its `Clock`, its `Budget`, and its place in
+ * the provider's two deadline queues (first byte and idle), each taken once, in one step, for the whole attempt.
+ *
+ * The attempt's scope is the one its consumer runs it in (`Provider.fromPull`: `Recovery`'s attempt scope, or the
+ * scope of the stream), which is the attempt's alone. The send registers its abort there (`HttpClient.withScope`),
+ * and so does the body its release; a deadline that passes closes that scope, which aborts the request and releases
+ * the body at once, from the timer's fiber. Until fix 32 the send and the body each had a scope of their own, forked
+ * from it and provided to them: two forks, two closes and two provided regions per attempt, about 70 of the 569
+ * Effect operations an attempt ran in figure 3 (docs/performance.md). A scope that cannot be closed (not a
+ * `CloseableScope`, which every scope Effect makes is) is not closed early: the attempt then runs in a scope forked
+ * from it.
+ *
+ * @internal
+ */
+import * as Budget from "@reprise/core/Budget"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as Exit from "effect/Exit"
+import * as Scope from "effect/Scope"
+import * as Deadlines from "./deadlines.js"
+
+/** @internal */
+export interface Attempt {
+  readonly scope: Scope.CloseableScope
+  /** Closes the attempt's scope: what a deadline's passing does. */
+  readonly close: Effect.Effect<void>
+  readonly clock: Clock.Clock
+  readonly allowance: Budget.Allowance
+  readonly firstByte: Deadlines.Deadlines
+  /** The idle queue, for an attempt that reads a body. */
+  readonly idle: Deadlines.Deadlines | undefined
+  /** The deadline armed for the send or the read in progress, disarmed when the attempt ends. */
+  sending: Deadlines.Deadline | undefined
+  reading: Deadlines.Deadline | undefined
+}
+
+const isCloseable = (scope: Scope.Scope): scope is Scope.CloseableScope => Scope.CloseableScopeTypeId in scope
+
+// What the attempt's end does: the deadlines still armed are disarmed (an interrupted send or read skips its own
+// disarming), then the attempt leaves both queues. Synchronous: it may run in the timer's fiber (`deadlines.ts`).
+const end = (attempt: Attempt) =>
+  Effect.sync(() => {
+    if (attempt.sending !== undefined) Deadlines.disarm(attempt.firstByte, attempt.sending)
+    Deadlines.leave(attempt.firstByte)
+    if (attempt.idle === undefined) return
+    if (attempt.reading !== undefined) Deadlines.disarm(attempt.idle, attempt.reading)
+    Deadlines.leave(attempt.idle)
+  })
+
+/**
+ * Runs `f` with the attempt, in the current scope: the attempt enters both queues and its end is added to the scope in
+ * one uninterruptible step, so that an interruption cannot come between them and leave a user that never leaves.
+ *
+ * @internal
+ */
+export const within = <A, E, R>(
+  firstByte: Deadlines.Deadlines,
+  idle: Deadlines.Deadlines | undefined,
+  f: (attempt: Attempt) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | Budget.Budget | Scope.Scope> =>
+  Effect.withFiberRuntime<A, E, R | Budget.Budget | Scope.Scope>((fiber, status) => {
+    const context = fiber.currentContext as Context.Context<Budget.Budget | Scope.Scope>
+    const scope = Context.get(context, Scope.Scope)
+    if (!isCloseable(scope)) {
+      return Effect.flatMap(
+        Scope.fork(scope, ExecutionStrategy.sequential),
+        (child) => Scope.extend(within(firstByte, idle, f), child)
+      )
+    }
+    const attempt: Attempt = {
+      scope,
+      // uninterruptible: `Scope.close` marks the scope closed before it runs the finalizers, so an interruption
+      // between the two would leave the request unaborted
+      close: Effect.uninterruptible(Scope.close(scope, Exit.void)),
+      clock: Context.get(fiber.currentDefaultServices, Clock.Clock),
+      allowance: Context.get(context, Budget.Budget),
+      firstByte,
+      idle,
+      sending: undefined,
+      reading: undefined
+    }
+    return Effect.zipRight(
+      Effect.uninterruptible(Effect.suspend(() => {
+        Deadlines.enter(firstByte, fiber, status.runtimeFlags)
+        if (idle !== undefined) Deadlines.enter(idle, fiber, status.runtimeFlags)
+        return Scope.addFinalizer(scope, end(attempt))
+      })),
+      f(attempt)
+    )
+  })
