@@ -141,39 +141,42 @@ const nanosToDuration = (nanos: bigint): Duration.Duration => Duration.nanos(nan
  * @category constructors
  */
 export const make = (settings: Settings): Effect.Effect<Allowance> =>
-  Effect.map(Clock.currentTimeNanos, (startedAt) => {
-    const deadlineAt = startedAt + Duration.toNanos(settings.deadline).pipe(Option.getOrElse(() => 0n))
-    // Sends reserved so far. A plain count, not a `Ref`: a reservation reads and updates it in one synchronous step
-    // (the clock read with it), which is what `Ref.modify` made atomic, in one operation instead of five (fix 32).
-    let used = 0
-    const elapsed = Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(now - startedAt))
-    const reserve: Effect.Effect<number, BudgetExhausted> = Effect.clockWith((clock) => {
-      const now = clock.unsafeCurrentTimeNanos()
-      const exhausted = (reason: "Attempts" | "Deadline") =>
-        Effect.fail(
-          new BudgetExhausted({
-            reason,
-            attempts: used,
-            maxAttempts: settings.maxAttempts,
-            elapsed: nanosToDuration(now - startedAt)
-          })
-        )
-      if (used >= settings.maxAttempts) return exhausted("Attempts")
-      if (now >= deadlineAt) return exhausted("Deadline")
-      used++
-      return Effect.succeed(used)
-    })
-    return {
-      settings,
-      startedAt,
-      deadlineAt,
-      reserve,
-      used: Effect.sync(() => used),
-      remainingAttempts: Effect.sync(() => Math.max(0, settings.maxAttempts - used)),
-      remainingTime: Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(deadlineAt - now)),
-      elapsed
-    }
+  Effect.map(Clock.currentTimeNanos, (startedAt) => makeAt(settings, startedAt))
+
+// An allowance opened at `startedAt` (`Clock.currentTimeNanos`).
+const makeAt = (settings: Settings, startedAt: bigint): Allowance => {
+  const deadlineAt = startedAt + Duration.toNanos(settings.deadline).pipe(Option.getOrElse(() => 0n))
+  // Sends reserved so far. A plain count, not a `Ref`: a reservation reads and updates it in one synchronous step
+  // (the clock read with it), which is what `Ref.modify` made atomic, in one operation instead of five (fix 32).
+  let used = 0
+  const elapsed = Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(now - startedAt))
+  const reserve: Effect.Effect<number, BudgetExhausted> = Effect.clockWith((clock) => {
+    const now = clock.unsafeCurrentTimeNanos()
+    const exhausted = (reason: "Attempts" | "Deadline") =>
+      Effect.fail(
+        new BudgetExhausted({
+          reason,
+          attempts: used,
+          maxAttempts: settings.maxAttempts,
+          elapsed: nanosToDuration(now - startedAt)
+        })
+      )
+    if (used >= settings.maxAttempts) return exhausted("Attempts")
+    if (now >= deadlineAt) return exhausted("Deadline")
+    used++
+    return Effect.succeed(used)
   })
+  return {
+    settings,
+    startedAt,
+    deadlineAt,
+    reserve,
+    used: Effect.sync(() => used),
+    remainingAttempts: Effect.sync(() => Math.max(0, settings.maxAttempts - used)),
+    remainingTime: Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(deadlineAt - now)),
+    elapsed
+  }
+}
 
 /**
  * Runs `self` inside a recovery scope. When an enclosing scope exists, its allowance is reused unchanged;
@@ -192,10 +195,13 @@ export const scoped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, 
  * @since 0.1.0
  * @category scopes
  */
-export const enclosingOrNew: Effect.Effect<Allowance> = Effect.flatMap(
-  Effect.serviceOption(Budget),
-  Option.match({ onSome: Effect.succeed, onNone: () => Effect.flatMap(BudgetSettings, make) })
-)
+export const enclosingOrNew: Effect.Effect<Allowance> = Effect.withFiberRuntime((fiber) => {
+  // read from the fiber in one operation (docs/performance.md, fix 32)
+  const enclosing = Context.getOption(fiber.currentContext, Budget)
+  if (Option.isSome(enclosing)) return Effect.succeed(enclosing.value)
+  const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+  return Effect.succeed(makeAt(Context.get(fiber.currentContext, BudgetSettings), clock.unsafeCurrentTimeNanos()))
+})
 
 /**
  * Fails as a send refused at the deadline would, with `allowance`'s counts now: for a wait inside an attempt that

@@ -284,6 +284,14 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     // Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per
     // event (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
     const quiet = onChunk === undefined && RecoveryNotifications.isSilent(notifications)
+    const record = (events: Chunk.Chunk<Generation.GenerationEvent>) => {
+      // by index: `for…of` made an iterator result per event where the loop ran unoptimised, 9.4 MB of the 650 MB
+      // figure 3's reprise client allocated (docs/performance.md, fix 29)
+      const array = Chunk.toReadonlyArray(events)
+      for (let i = 0; i < array.length; i++) {
+        acc.add(array[i])
+      }
+    }
     // The stream runs with the attempt's observed allowance (its provider reserves through it); a listener or a
     // hook runs with the reply's own, as it would outside the stream.
     const surfacedChunk = (
@@ -291,17 +299,11 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       attempt: number
     ): Effect.Effect<void, HookError.HookError, RH> =>
       quiet
-        ? Effect.sync(() => {
-          // by index: `for…of` made an iterator result per event where the loop ran unoptimised, 9.4 MB of the 650 MB
-          // figure 3's reprise client allocated (docs/performance.md, fix 29)
-          const array = Chunk.toReadonlyArray(events)
-          for (let i = 0; i < array.length; i++) {
-            acc.add(array[i])
-          }
-        })
+        ? Effect.sync(() =>
+          record(events)
+        )
         : Effect.provideService(
-          Effect.forEach(events, (event) =>
-            surfaced(event, attempt), { discard: true }),
+          Effect.forEach(events, (event) => surfaced(event, attempt), { discard: true }),
           Budget.Budget,
           allowance
         )
@@ -318,15 +320,18 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
       ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer, span)
       : scopedAttempt(
         Effect.flatMap(Effect.tapError(open, seen), (pull) => {
-          const read = Effect.catchAll(
-            pull,
-            (end) =>
-              Option.isNone(end) ? Effect.succeed(undefined) : Effect.zipRight(seen(end.value), Effect.fail(end.value))
-          )
-          const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect.flatMap(
-            read,
-            (events) => events === undefined ? Effect.void : Effect.zipRight(onEvents(events), loop)
-          )
+          // One step per pull, from its result to the next pull: a chunk nobody hears is recorded right there, with
+          // no effect of its own (fix 32).
+          const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect
+            .matchEffect(pull, {
+              onFailure: (end) =>
+                Option.isNone(end) ? Effect.void : Effect.zipRight(seen(end.value), Effect.fail(end.value)),
+              onSuccess: (events) => {
+                if (!quiet || attempt === undefined) return Effect.zipRight(onEvents(events), loop)
+                record(events)
+                return loop
+              }
+            })
           return loop
         }),
         observed,
@@ -410,18 +415,20 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
   allowance: Budget.Allowance,
   replySpan: Tracer.Span
 ): Effect.Effect<Generation.Reply, RecoveryError, R | RH> =>
-  Effect.gen(function*() {
-    const replay = yield* FiberRef.get(currentReplay)
-    const policy = yield* Policy.PolicySettings
+  // the reply's settings read from the fiber in one operation, not one yielded effect each (fix 32)
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext
+    const replay = fiber.getFiberRef(currentReplay)
+    const policy = Context.get(context, Policy.PolicySettings)
     // The backoff's schedule and its state, made at the first failure: most replies never need them, and a paused
     // reply would hold them (docs/performance.md, fix 19).
     let planner: Policy.Planner | undefined
     // Looked up once per reply, not once per event.
-    const notifications = yield* RecoveryNotifications.RecoveryNotifications
+    const notifications = Context.get(context, RecoveryNotifications.RecoveryNotifications)
     const notify = notifications.notify
     const silent = RecoveryNotifications.isSilent(notifications)
     const N = RecoveryNotifications.Notification
-    const fleet = yield* FleetLimits.FleetLimits
+    const fleet = Context.get(context, FleetLimits.FleetLimits)
     const errors: Array<ProviderFailure.ProviderFailure> = []
     // Physical sends made by this reply (the budget's count is shared with nested scopes).
     let attemptsOfReply = 0
@@ -509,13 +516,6 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       })
       return yield* Budget.deadlineReached(allowance)
     })
-
-    if (options.hooks?.beforeGeneration !== undefined) {
-      yield* Effect.mapError(
-        options.hooks.beforeGeneration,
-        (cause) => new HookError.HookError({ hook: "beforeGeneration", cause })
-      )
-    }
 
     // What one attempt led to, decided inside its span.
     type Decision =
@@ -905,9 +905,8 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       }
     }
 
-    // Interrupted, recovery cancels the background response it was reading, if there is one. Returned to run after
-    // this generator has finished (`Effect.flatten`), not in it: its body is not held while the attempts run.
-    return Effect.flatMap(Effect.onInterrupt(attempts, () => abandon), (reply): Effect.Effect<
+    // Interrupted, recovery cancels the background response it was reading, if there is one.
+    const reply = Effect.flatMap(Effect.onInterrupt(attempts, () => abandon), (reply): Effect.Effect<
       Generation.Reply,
       RecoveryError,
       RH
@@ -931,7 +930,12 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           }
           return reply
         }))
-  }).pipe(Effect.flatten)
+    const before = options.hooks?.beforeGeneration
+    return before === undefined ? reply : Effect.zipRight(
+      Effect.mapError(before, (cause) => new HookError.HookError({ hook: "beforeGeneration", cause })),
+      reply
+    )
+  })
 
 const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
   [A.attempts]: reply.attempts,

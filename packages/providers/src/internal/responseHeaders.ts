@@ -8,9 +8,27 @@
  * @internal
  */
 import type * as Headers from "@effect/platform/Headers"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+
+const read = new WeakMap<HttpClientResponse.HttpClientResponse, Headers.Headers>()
+
+/**
+ * The response's headers, read once per response: the undici client of @effect/platform-node builds them again on
+ * every read of `response.headers` (docs/performance.md, fix 32).
+ *
+ * @internal
+ */
+export const headersOf = (response: HttpClientResponse.HttpClientResponse): Headers.Headers => {
+  let headers = read.get(response)
+  if (headers === undefined) {
+    headers = response.headers
+    read.set(response, headers)
+  }
+  return headers
+}
 
 /**
  * A header's value, unless it is absent or empty.

@@ -24,7 +24,7 @@ import * as Attempt from "./attempt.js"
 import * as Deadlines from "./deadlines.js"
 import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
 import { type Fallbacks, unsupportedParameter } from "./fallback.js"
-import { contentEncoding, requestId } from "./responseHeaders.js"
+import { contentEncoding, headersOf, requestId } from "./responseHeaders.js"
 import type { Settings } from "./settings.js"
 
 /**
@@ -246,7 +246,7 @@ export const open = (
         : sendIn(attempt, client, requestOf(spec, body, settings), settings),
       (response) => {
         if (response.status >= 200 && response.status < 300) {
-          const encoding = contentEncoding(response.headers)
+          const encoding = contentEncoding(headersOf(response))
           return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
         }
         return Effect.flatMap(readFailure(response, settings), (failure) => {
@@ -272,4 +272,4 @@ export const open = (
 export const responseRequestId = (
   response: HttpClientResponse.HttpClientResponse,
   scrub: (text: string) => string
-): Option.Option<string> => Option.map(Option.fromNullable(requestId(response.headers)), scrub)
+): Option.Option<string> => Option.map(Option.fromNullable(requestId(headersOf(response))), scrub)
