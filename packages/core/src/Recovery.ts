@@ -224,7 +224,7 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
   options: Options<RH>,
   notifications: RecoveryNotifications.Service,
   resend: Effect.Effect<void, Budget.BudgetExhausted>,
-  onStart: (attempt: number) => Effect.Effect<void>,
+  onStart: (attempt: number, fiber: Fiber.Running) => Effect.Effect<void> | undefined,
   carried: Accumulator | undefined,
   offer: Resumption.Service,
   span: Tracer.Span
@@ -249,10 +249,11 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
           : now
       })
     const start = Effect.flatMap(allowance.reserve, (n) =>
-      Effect.clockWith((clock) => {
+      Effect.withFiberRuntime<number>((fiber) => {
         attempt = n
-        debitedAt = clock.unsafeCurrentTimeNanos()
-        return Effect.as(onStart(n), n)
+        debitedAt = Fiber.clock(fiber).unsafeCurrentTimeNanos()
+        const started = onStart(n, fiber)
+        return started === undefined ? Effect.succeed(n) : Effect.as(started, n)
       }))
     const observed: Budget.Allowance = {
       ...allowance,
@@ -313,20 +314,23 @@ const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExh
     const consumed = open === undefined
       ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer, span)
       : scopedAttempt(
-        Effect.flatMap(Effect.tapError(open, seen), (pull) => {
-          // One step per pull, from its result to the next pull: a chunk nobody hears is recorded right there, with
-          // no effect of its own (fix 32).
-          const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect
-            .matchEffect(pull, {
-              onFailure: (end) =>
-                Option.isNone(end) ? Effect.void : Effect.zipRight(seen(end.value), Effect.fail(end.value)),
-              onSuccess: (events) => {
-                if (!quiet || attempt === undefined) return Effect.zipRight(onEvents(events), loop)
-                record(events)
-                return loop
-              }
-            })
-          return loop
+        Effect.matchEffect(open, {
+          onFailure: (error) => Effect.zipRight(seen(error), Effect.fail(error)),
+          onSuccess: (pull) => {
+            // One step per pull, from its result to the next pull: a chunk nobody hears is recorded right there, with
+            // no effect of its own (fix 32).
+            const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect
+              .matchEffect(pull, {
+                onFailure: (end) =>
+                  Option.isNone(end) ? Effect.void : Effect.zipRight(seen(end.value), Effect.fail(end.value)),
+                onSuccess: (events) => {
+                  if (!quiet || attempt === undefined) return Effect.zipRight(onEvents(events), loop)
+                  record(events)
+                  return loop
+                }
+              })
+            return loop
+          }
         }),
         observed,
         offer,
@@ -555,18 +559,16 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
     }))
 
     // The attempt's send is reserved by the sender; this is what its reservation starts.
-    const onStart = (resumed: Pending | undefined) => (attempt: number) =>
-      Effect.suspend(() => {
-        attemptsOfReply++
+    // Done at once on the fiber in hand when nobody listens (`undefined`: the metric only, fix 32).
+    const onStart = (resumed: Pending | undefined) => (attempt: number, fiber: Fiber.Running) => {
+      attemptsOfReply++
+      if (resumed === undefined && silent) {
+        Fiber.increment(fiber, meters.attempts)
+        return undefined
+      }
+      return Effect.suspend(() => {
         const maxAttempts = allowance.settings.maxAttempts
         if (resumed === undefined) {
-          // nobody listens: the metric only, in one operation (fix 32)
-          if (silent) {
-            return Effect.withFiberRuntime((fiber) => {
-              Fiber.increment(fiber, meters.attempts)
-              return Effect.void
-            })
-          }
           return Effect.zipRight(
             notify(N.AttemptStarted({ attempt, maxAttempts })),
             Metric.increment(meters.attempts)
@@ -584,6 +586,7 @@ const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
           })
         ], { discard: true })
       })
+    }
 
     // The wait before the next attempt, a replay or a continuation: the policy's backoff (none for an immediate
     // continuation) lengthened by Retry-After, never begun when it would end past the deadline, withdrawn from the

@@ -15,6 +15,13 @@ import type * as Metric from "effect/Metric"
 import type * as Tracer from "effect/Tracer"
 
 /**
+ * The fiber an operation runs on (`Effect.withFiberRuntime`'s).
+ *
+ * @internal
+ */
+export type Running = Fiber.RuntimeFiber<unknown, unknown>
+
+/**
  * A counter's increment by one, tagged with the fiber's metric labels (`Effect.tagMetrics`) as `Metric.increment`
  * tags it.
  *

@@ -609,6 +609,8 @@ type Result = Pull<Generation.GenerationEvent, ProviderFailure.ProviderFailure>
 /** The reading of one body, without its idle timeout: each pull's `next`, and what an idle timeout ends it with. */
 interface Steps {
   readonly next: Result
+  /** What `next` runs, for a caller that runs it in a step of its own. */
+  readonly pull: () => Result
   readonly timedOut: () => Result
 }
 
@@ -695,7 +697,7 @@ const steps = <Ev>(
   // the body closed first
   const closed = (): Result =>
     Effect.zipRight(close, end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos()))
-  const next: Result = Effect.suspend(() => {
+  const pull = (): Result => {
     const then = takeAfter()
     if (then !== undefined) return then
     if (stopped) return finished
@@ -715,9 +717,11 @@ const steps = <Ev>(
         })
       }
     })
-  })
+  }
+  const next: Result = Effect.suspend(pull)
   return {
     next,
+    pull,
     timedOut: () => {
       // a failure the last read ended with is still to be told: it goes first, as it would have
       const then = takeAfter()
@@ -732,9 +736,13 @@ const steps = <Ev>(
  * The pull of `read` with its idle timeout as a deadline per pull in `idle`, the provider's queue timed by one fiber
  * for all its streams, with no reader fiber, watchdog fiber or timer per stream (fix 31). The body's wait can be ended
  * from outside (`Body.abandon`), so the consumer's fiber reads it itself. A deadline that passes abandons the body's
- * wait; the read then finds it passed and ends with the `Timeout`, the body closed first. A pull that returns disarms
- * it; one interrupted while it waits leaves it to the next pull, or to whoever disarms `held` when the stream's scope
- * closes.
+ * wait; the read then finds it passed and ends with the `Timeout`, the body closed first.
+ *
+ * A pull's deadline is disarmed by the next pull, as it arms its own, or by whoever disarms `held` when the stream's
+ * scope closes: not as the pull returns, which took a step and a handler per pull (fix 32). Between two pulls it is
+ * the consumer's time that passes, which an idle timeout does not count: a deadline that passes then finds no pull
+ * waiting, and what it does is undone by the next pull, which arms a deadline of its own (an abandoned wait is
+ * returned empty, and the pull waits again).
  */
 const timed = (
   read: Steps,
@@ -746,19 +754,9 @@ const timed = (
   const expire = Effect.sync(() => {
     if (held.reading !== undefined && held.reading.timedOut) Body.abandon(body)
   })
-  const settled = {
-    onFailure: (cause: Cause.Cause<Option.Option<ProviderFailure.ProviderFailure>>): Result => {
-      Deadlines.disarm(idle, held.reading!)
-      return Effect.failCause(cause)
-    },
-    onSuccess: (chunk: Chunk.Chunk<Generation.GenerationEvent>): Result => {
-      Deadlines.disarm(idle, held.reading!)
-      return Effect.succeed(chunk)
-    }
-  }
   return Effect.suspend(() => {
     if (held.reading !== undefined) Deadlines.disarm(idle, held.reading)
     held.reading = Deadlines.arm(idle, clock, expire)
-    return Effect.matchCauseEffect(read.next, settled)
+    return read.pull()
   })
 }
