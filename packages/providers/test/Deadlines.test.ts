@@ -13,7 +13,8 @@ import * as HttpClientError from "@effect/platform/HttpClientError"
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
 import * as Generation from "@reprise/core/Generation"
-import { Duration, Effect, Exit, Fiber, Option, Redacted, Stream, TestClock } from "effect"
+import { Duration, Effect, ExecutionStrategy, Exit, Fiber, Option, Redacted, Scope, Stream, TestClock } from "effect"
+import { pipeArguments } from "effect/Pipeable"
 import * as Body from "../src/internal/body.js"
 import * as Deadlines from "../src/internal/deadlines.js"
 import * as Send from "../src/internal/send.js"
@@ -152,6 +153,65 @@ describe("first-byte deadlines", () => {
       assert.deepStrictEqual(aborted, ["/late"])
       assert.strictEqual(deadlines.users, 0)
       assert.isUndefined(deadlines.timer)
+    }))
+})
+
+describe("an attempt's scope (`attempt.ts`)", () => {
+  // a scope whose owner alone may close it: not a `CloseableScope`
+  const uncloseable = (scope: Scope.CloseableScope): Scope.Scope =>
+    ({
+      [Scope.ScopeTypeId]: Scope.ScopeTypeId,
+      strategy: scope.strategy,
+      fork: (strategy: ExecutionStrategy.ExecutionStrategy) => (scope as any).fork(strategy),
+      addFinalizer: (finalizer: Scope.Scope.Finalizer) => (scope as any).addFinalizer(finalizer),
+      pipe() {
+        return pipeArguments(this, arguments)
+      }
+    }) as unknown as Scope.Scope
+
+  const lateIn = (aborted: Array<string>, deadlines: Deadlines.Deadlines, scope: Scope.Scope) =>
+    Effect.fork(
+      Send.sendTimed(client(aborted), HttpClientRequest.get("http://127.0.0.1:9/late"), settings, deadlines).pipe(
+        Effect.provideService(Scope.Scope, scope),
+        Budget.scoped
+      )
+    )
+
+  it.effect("a deadline that passes closes the attempt's own scope: what was added to it runs then", () =>
+    Effect.gen(function*() {
+      const aborted: Array<string> = []
+      const deadlines = Deadlines.make(settings.firstByteTimeout)
+      const scope = yield* Scope.make()
+      let released = false
+      yield* Scope.addFinalizer(scope, Effect.sync(() => (released = true)))
+      const fiber = yield* lateIn(aborted, deadlines, scope)
+      yield* yieldAll
+      yield* TestClock.adjust("60 seconds")
+      assert.strictEqual(reasonOf(yield* Fiber.await(fiber)), "Timeout")
+      assert.deepStrictEqual(aborted, ["/late"])
+      assert.isTrue(released, "the attempt's scope is still open after its deadline")
+      assert.strictEqual(deadlines.users, 0)
+      assert.isUndefined(deadlines.timer)
+    }))
+
+  it.effect("in a scope that cannot be closed, the attempt runs in a scope forked from it, and only that one is closed", () =>
+    Effect.gen(function*() {
+      const aborted: Array<string> = []
+      const deadlines = Deadlines.make(settings.firstByteTimeout)
+      const scope = yield* Scope.make()
+      let released = false
+      yield* Scope.addFinalizer(scope, Effect.sync(() => (released = true)))
+      const fiber = yield* lateIn(aborted, deadlines, uncloseable(scope))
+      yield* yieldAll
+      yield* TestClock.adjust("59 seconds")
+      assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "timed out before 60 s")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual(reasonOf(yield* Fiber.await(fiber)), "Timeout")
+      assert.deepStrictEqual(aborted, ["/late"])
+      assert.isFalse(released, "the deadline closed its caller's scope")
+      assert.strictEqual(deadlines.users, 0)
+      yield* Scope.close(scope, Exit.void)
+      assert.isTrue(released)
     }))
 })
 
