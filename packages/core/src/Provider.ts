@@ -65,6 +65,12 @@ const pulls = globalValue(
  * stages (a channel and a sink per chunk, about a quarter of the cost of a read: docs/performance.md, fix 17); any
  * other consumer reads it as the stream it is.
  *
+ * The scope `open` runs in is its run's alone, from the open to the end of the reading (the stream's scope, or the
+ * attempt's scope `Recovery` makes for it), so `open` may close it early when that run must stop at once, as
+ * @reprise/providers does when a deadline passes: the request is aborted and the body released then (fix 32). A
+ * consumer of {@link pullOf} must give each run a scope of its own, and read nothing more from a pull whose scope is
+ * closed.
+ *
  * @since 0.1.0
  * @category constructors
  */
