@@ -30,6 +30,7 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
@@ -195,13 +196,22 @@ export const scoped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, 
  * @since 0.1.0
  * @category scopes
  */
-export const enclosingOrNew: Effect.Effect<Allowance> = Effect.withFiberRuntime((fiber) => {
-  // read from the fiber in one operation (docs/performance.md, fix 32)
+export const enclosingOrNew: Effect.Effect<Allowance> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(enclosingOrNewIn(fiber))
+)
+
+/**
+ * {@link enclosingOrNew} read from `fiber` at once, for an operation that already holds it (`Recovery`'s reply; fix 32
+ * of docs/performance.md).
+ *
+ * @internal
+ */
+export const enclosingOrNewIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Allowance => {
   const enclosing = Context.getOption(fiber.currentContext, Budget)
-  if (Option.isSome(enclosing)) return Effect.succeed(enclosing.value)
+  if (Option.isSome(enclosing)) return enclosing.value
   const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-  return Effect.succeed(makeAt(Context.get(fiber.currentContext, BudgetSettings), clock.unsafeCurrentTimeNanos()))
-})
+  return makeAt(Context.get(fiber.currentContext, BudgetSettings), clock.unsafeCurrentTimeNanos())
+}
 
 /**
  * Fails as a send refused at the deadline would, with `allowance`'s counts now: for a wait inside an attempt that

@@ -384,24 +384,34 @@ const runWith = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
   options: Options<RH>,
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
-  Effect.flatMap(Budget.enclosingOrNew, (allowance) =>
-    // the reply's span and its Budget in one context (as `Effect.withSpan` over `Budget.scoped`, with one region on
-    // the fiber's stack instead of two; docs/performance.md, fix 19)
-    Effect.useSpan(
-      Telemetry.SpanName.reply,
-      { attributes: options.spanAttributes ?? {}, captureStackTrace: false },
-      (span) =>
-        // typed as `Budget.scoped` is: the span is no requirement of a reply's (`Effect.provide` in fewer operations:
-        // `internal/region.ts`, fix 32)
-        Region.provide(
-          recover(generation, options, meters, allowance, span),
-          Context.make(Budget.Budget, allowance).pipe(Context.add(Tracer.ParentSpan, span))
-        ) as Effect.Effect<Generation.Reply, RecoveryError, never> as Effect.Effect<
-          Generation.Reply,
-          RecoveryError,
-          Exclude<R, Budget.Budget> | RH
-        >
-    ))
+  Effect.withFiberRuntime((fiber) => replyOn(fiber, generation, options, meters))
+
+/** {@link runWith} on the fiber in hand: its `Budget` read from it at once (fix 32). */
+const replyOn = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
+  fiber: Fiber.Running,
+  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+  options: Options<RH>,
+  meters: Telemetry.Meters
+): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> => {
+  const allowance = Budget.enclosingOrNewIn(fiber)
+  // the reply's span and its Budget in one context (as `Effect.withSpan` over `Budget.scoped`, with one region on
+  // the fiber's stack instead of two; docs/performance.md, fix 19)
+  return Effect.useSpan(
+    Telemetry.SpanName.reply,
+    { attributes: options.spanAttributes ?? {}, captureStackTrace: false },
+    (span) =>
+      // typed as `Budget.scoped` is: the span is no requirement of a reply's (`Effect.provide` in fewer operations:
+      // `internal/region.ts`, fix 32)
+      Region.provide(
+        recover(generation, options, meters, allowance, span),
+        Context.make(Budget.Budget, allowance).pipe(Context.add(Tracer.ParentSpan, span))
+      ) as Effect.Effect<Generation.Reply, RecoveryError, never> as Effect.Effect<
+        Generation.Reply,
+        RecoveryError,
+        Exclude<R, Budget.Budget> | RH
+      >
+  )
+}
 
 /**
  * The body of {@link runWith}: one reply's attempts, within `allowance` (which `runWith` provides as the `Budget`),
@@ -956,9 +966,11 @@ export const generate = <RH = never>(
   request: Generation.GenerationRequest,
   options: Options<RH> = {}
 ): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
-  Effect.flatMap(Provider.Provider, (provider) => {
+  // the provider read from the fiber in the operation that starts the reply (fix 32)
+  Effect.withFiberRuntime((fiber) => {
+    const provider = Context.get(fiber.currentContext as Context.Context<Provider.Provider>, Provider.Provider)
     const system = Telemetry.systemOf(provider.protocol)
-    return runWith(provider.stream(request), {
+    return replyOn(fiber, provider.stream(request), {
       ...options,
       spanAttributes: {
         [A.system]: system,

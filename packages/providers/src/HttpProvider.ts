@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import type * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClient from "@effect/platform/HttpClient"
 import * as Provider from "@reprise/core/Provider"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
@@ -61,7 +61,8 @@ export const layer = (
   Layer.effect(Provider.Provider, make(protocol, options))
 
 /**
- * The provider of `protocol` over the undici client of `@effect/platform-node` (which never follows redirects).
+ * The provider of `protocol` over the undici client of `@effect/platform-node` (which never follows redirects), on an
+ * undici `Agent` of its own, closed with the layer.
  *
  * @since 0.1.0
  * @category layers
@@ -69,7 +70,16 @@ export const layer = (
 export const layerUndici = (
   protocol: ProviderOptions.Protocol,
   options: Options
-): Layer.Layer<Provider.Provider> => Layer.provide(layer(protocol, options), NodeHttpClient.layerUndici)
+): Layer.Layer<Provider.Provider> => Layer.provide(layer(protocol, options), undici)
+
+// The client `NodeHttpClient.layerUndici` builds (`makeUndici` over `makeDispatcher`), without what that layer adds:
+// the layer's context merged into every request's, a provided region and a merged copy of the context per send
+// (about 17 of figure 3's Effect operations per attempt; docs/performance.md, fix 32). Nothing the provider sends
+// reads that context: the client reads only undici options from the request's own context, and this layer has none.
+const undici: Layer.Layer<HttpClient.HttpClient> = Layer.scoped(
+  HttpClient.HttpClient,
+  Effect.map(NodeHttpClient.makeDispatcher, NodeHttpClient.makeUndici)
+)
 
 /**
  * The provider of `protocol` with its options from the environment (see `ProviderOptions.config`).

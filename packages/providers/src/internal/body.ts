@@ -21,6 +21,7 @@
  */
 import * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import type * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -228,7 +229,7 @@ const fromWeb = (
         ))
     ),
     (reader): Pull => {
-      const end: Pull = Effect.fail(Option.none())
+      const end: Pull = Effect.failCause(Cause.fail(Option.none()))
       let endedAt: bigint | undefined
       // the pull waiting for the read in progress, if one is, and the result of a read no pull waited for (the pull
       // that started it was interrupted, or abandoned): the next pull's, so that nothing read is lost
@@ -360,7 +361,8 @@ const fromReadable = (
           signalled = false
           let bytes = readable.read()
           if (bytes === null) {
-            if (outcome !== undefined) return Effect.fail(outcome)
+            // its cause, not `Effect.fail` of the object, which takes an operation more to attach the current span
+            if (outcome !== undefined) return Effect.failCause(Cause.fail(outcome))
             return wait
           }
           const reads = [bytes]

@@ -640,7 +640,9 @@ const steps = <Ev>(
     head = undefined
     pending.push(event)
   })
-  const finished: Result = Effect.fail(Option.none())
+  // a failure's cause made once: `Effect.fail` of an object takes an operation more each time it runs, to attach the
+  // current span to it
+  const finished: Result = Effect.failCause(Cause.fail(Option.none()))
   // Reading has stopped (the machine is done, or the end ran): every later read ends the stream.
   let stopped = false
   // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal),
