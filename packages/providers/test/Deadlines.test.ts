@@ -1,7 +1,7 @@
 /**
  * The deadlines of a provider (`internal/deadlines.ts`), one timer fiber for each kind, on the TestClock.
  *
- * - First byte (`internal/send.ts`, `sendTimed`): a send whose headers are late fails with the `Timeout` at exactly
+ * - First byte (`internal/send.ts`, `sendIn`, in an attempt of its own): a send whose headers are late fails with the `Timeout` at exactly
  *   the first-byte timeout from its own start, its request aborted through its `AbortSignal`; a send in time beside
  *   it is untouched; the timer runs only while a send is pending.
  * - Idle (`internal/sse.ts`, `pull` with `idle`): the streams of one provider share one queue; each times out at
@@ -15,6 +15,7 @@ import * as Budget from "@reprise/core/Budget"
 import * as Generation from "@reprise/core/Generation"
 import { Duration, Effect, ExecutionStrategy, Exit, Fiber, Option, Redacted, Scope, Stream, TestClock } from "effect"
 import { pipeArguments } from "effect/Pipeable"
+import * as Attempt from "../src/internal/attempt.js"
 import * as Body from "../src/internal/body.js"
 import * as Deadlines from "../src/internal/deadlines.js"
 import * as Send from "../src/internal/send.js"
@@ -51,6 +52,14 @@ const client = (aborted: Array<string>, abortedAfterHeaders: Array<string> = [])
       })
   )
 
+/** A send in an attempt of its own (`Attempt.within`, no idle queue): what a provider's attempt does before its body. */
+const sendTimed = (
+  http: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  settings: Settings.Settings,
+  deadlines: Deadlines.Deadlines
+) => Attempt.within(deadlines, undefined, (attempt) => Send.sendIn(attempt, http, request, settings))
+
 const reasonOf = (exit: Exit.Exit<unknown, unknown>) =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? (exit.cause.error as { reason?: string }).reason : undefined
 
@@ -64,7 +73,7 @@ describe("first-byte deadlines", () => {
       const deadlines = Deadlines.make(settings.firstByteTimeout)
       const send = (path: string) =>
         Effect.fork(
-          Effect.scoped(Send.sendTimed(http, HttpClientRequest.get(`http://127.0.0.1:9${path}`), settings, deadlines))
+          Effect.scoped(sendTimed(http, HttpClientRequest.get(`http://127.0.0.1:9${path}`), settings, deadlines))
         )
       const late = yield* Effect.scoped(Effect.gen(function*() {
         const first = yield* send("/late")
@@ -96,7 +105,7 @@ describe("first-byte deadlines", () => {
       const http = client([])
       const deadlines = Deadlines.make(settings.firstByteTimeout)
       const fiber = yield* Effect.fork(
-        Effect.scoped(Send.sendTimed(http, HttpClientRequest.get("http://127.0.0.1:9/in-time"), settings, deadlines))
+        Effect.scoped(sendTimed(http, HttpClientRequest.get("http://127.0.0.1:9/in-time"), settings, deadlines))
           .pipe(Budget.scoped)
       )
       yield* yieldAll
@@ -116,7 +125,7 @@ describe("first-byte deadlines", () => {
       yield* Deadlines.open(deadlines)
       const fiber = yield* Effect.fork(
         Effect.scoped(Effect.gen(function*() {
-          const response = yield* Send.sendTimed(
+          const response = yield* sendTimed(
             client([], aborted),
             HttpClientRequest.get("http://127.0.0.1:9/in-time"),
             settings,
@@ -144,7 +153,7 @@ describe("first-byte deadlines", () => {
       const deadlines = Deadlines.make(settings.firstByteTimeout)
       const fiber = yield* Effect.fork(
         Effect.scoped(
-          Send.sendTimed(client(aborted), HttpClientRequest.get("http://127.0.0.1:9/late"), settings, deadlines)
+          sendTimed(client(aborted), HttpClientRequest.get("http://127.0.0.1:9/late"), settings, deadlines)
         )
           .pipe(Budget.scoped)
       )
@@ -171,7 +180,7 @@ describe("an attempt's scope (`attempt.ts`)", () => {
 
   const lateIn = (aborted: Array<string>, deadlines: Deadlines.Deadlines, scope: Scope.Scope) =>
     Effect.fork(
-      Send.sendTimed(client(aborted), HttpClientRequest.get("http://127.0.0.1:9/late"), settings, deadlines).pipe(
+      sendTimed(client(aborted), HttpClientRequest.get("http://127.0.0.1:9/late"), settings, deadlines).pipe(
         Effect.provideService(Scope.Scope, scope),
         Budget.scoped
       )

@@ -112,23 +112,6 @@ export const sendIn = (
     })
   )
 
-/**
- * {@link sendIn} as an attempt of its own, in the current scope: the send of an attempt that reads nothing more,
- * timed by `deadlines`.
- *
- * @internal
- */
-export const sendTimed = (
-  client: HttpClient.HttpClient,
-  request: HttpClientRequest.HttpClientRequest,
-  settings: Settings,
-  deadlines: Deadlines.Deadlines
-): Effect.Effect<
-  HttpClientResponse.HttpClientResponse,
-  ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
-  Budget.Budget | Scope.Scope
-> => Attempt.within(deadlines, undefined, (attempt) => sendIn(attempt, client, request, settings))
-
 // `HttpClient.withScope` of each client, made once
 const scoped = new WeakMap<
   HttpClient.HttpClient,
