@@ -13,6 +13,8 @@
  * simulator on one of two cores, the plain loop's wall is the simulator's, and a client that needs more CPU than the
  * other core gives it takes longer than that. After the rounds, each Effect client runs once more with the runtime's
  * operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count the machine does not move.
+ * Last, each client's live-heap probe (`runLive`): the heap it holds per stream with 1,000 streams stalled mid-reply,
+ * what the collector copies while the figure runs; like the count, it moves by a fraction of a KB from run to run.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
@@ -28,6 +30,7 @@ import * as Redacted from "effect/Redacted"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
 import * as Supervisor from "effect/Supervisor"
+import * as DiagnosticsChannel from "node:diagnostics_channel"
 import * as EffectClient from "./support/effectClient.js"
 import { chatWithRetry } from "./support/plain.js"
 import * as Server from "./support/server.js"
@@ -53,6 +56,26 @@ export const script = (streams: number) => {
   }
 }
 
+/** Replies before the stalls of {@link liveScript}: each client's warm-up. */
+const liveWarmReplies = 10
+
+/**
+ * The live-heap probe's script: {@link liveWarmReplies} whole replies, then every request stalls after 20 of its
+ * events until the client goes away.
+ */
+export const liveScript = () => ({
+  routes: {
+    "openai-chat": {
+      reply: { text: replyText },
+      steps: [
+        ...Array.from({ length: liveWarmReplies }, () => ({ kind: "stream" })),
+        { kind: "stall", afterEvents: 20, durationMs: 600_000 }
+      ],
+      afterLast: "repeat-last"
+    }
+  }
+})
+
 export interface ChildResult {
   readonly mode: string
   readonly streams: number
@@ -66,6 +89,14 @@ export interface ChildResult {
   readonly peakHeapMB: number
   /** Operations the Effect runtime ran per attempt, counted in a run of its own (`count`); absent for the loop. */
   readonly opsPerAttempt?: number | undefined
+}
+
+/** What the live-heap probe (`child <mode> <url> <n> live`) measured. */
+export interface LiveResult {
+  readonly mode: string
+  readonly streams: number
+  /** The heap in use after a full collection with every stream stalled mid-reply, minus before, per stream (KB). */
+  readonly liveKBPerStream: number
 }
 
 const MB = 1024 * 1024
@@ -94,17 +125,28 @@ const opCounter = () => {
   }
 }
 
-const runChild = async (mode: string, url: string, streams: number, count: boolean): Promise<ChildResult> => {
+/** A client of the figure: `replies(n)` runs n replies at once, each one's attempts and text counted. */
+interface Client {
+  readonly replies: (n: number) => Promise<void>
+  readonly dispose: () => Promise<void>
+  readonly attempts: () => number
+  readonly ok: () => number
+}
+
+const clientOf = async (
+  mode: string,
+  url: string,
+  counted: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+): Promise<Client> => {
   const baseUrl = `${url}/v1`
   let attempts = 0
   let ok = 0
-  const counter = opCounter()
-  // the timed runs are not supervised: the hook is a call per operation
-  const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) => count ? counter.counted(effect) : effect
-  let body: () => Promise<void>
+  let replies: (n: number) => Promise<void>
   let dispose = async () => {}
-  // every stream at once, each reply's attempts and text counted
-  const all = <E, R>(one: () => Effect.Effect<{ readonly text: string; readonly attempts: number }, E, R>) =>
+  const all = <E, R>(
+    streams: number,
+    one: () => Effect.Effect<{ readonly text: string; readonly attempts: number }, E, R>
+  ) =>
     counted(Effect.forEach(
       Array.from({ length: streams }),
       () =>
@@ -122,48 +164,56 @@ const runChild = async (mode: string, url: string, streams: number, count: boole
     await runtime.runPromise(Effect.void)
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [Message.user("hi")] }
-    body = () => runtime.runPromise(all(() => Recovery.generate(request)))
+    replies = (n) => runtime.runPromise(all(n, () => Recovery.generate(request)))
   } else if (mode === "floor") {
     const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
     await runtime.runPromise(Effect.void)
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
-    body = () =>
-      runtime.runPromise(all(() => EffectClient.chatWithRetry(baseUrl, request, { attempts: 11, backoffMs: 10 })))
+    replies = (n) =>
+      runtime.runPromise(all(n, () => EffectClient.chatWithRetry(baseUrl, request, { attempts: 11, backoffMs: 10 })))
   } else if (mode === "least") {
     const runtime = ManagedRuntime.make(NodeHttpClient.layerUndici)
     const client = HttpClient.withScope(await runtime.runPromise(HttpClient.HttpClient))
     dispose = () => runtime.dispose()
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
-    body = () =>
+    replies = (n) =>
       runtime.runPromise(
-        all(() => EffectClient.chatLeastWithRetry(client, baseUrl, request, { attempts: 11, backoffMs: 10 }))
+        all(n, () => EffectClient.chatLeastWithRetry(client, baseUrl, request, { attempts: 11, backoffMs: 10 }))
       )
   } else {
     const request = { model: "bench", messages: [{ role: "user", content: "hi" }], stream: true }
-    body = async () => {
-      await Promise.all(Array.from({ length: streams }, async () => {
+    replies = async (n) => {
+      await Promise.all(Array.from({ length: n }, async () => {
         const result = await chatWithRetry(baseUrl, request, { attempts: 11, backoffMs: 10 })
         attempts += result.attempts
         if (result.text === replyText) ok++
       }))
     }
   }
+  return { replies, dispose, attempts: () => attempts, ok: () => ok }
+}
+
+const runChild = async (mode: string, url: string, streams: number, count: boolean): Promise<ChildResult> => {
+  const counter = opCounter()
+  // the timed runs are not supervised: the hook is a call per operation
+  const client = await clientOf(mode, url, (effect) => count ? counter.counted(effect) : effect)
   gc()
   const rssBefore = process.memoryUsage.rss()
   const sampler = memorySampler(5)
   const start = performance.now()
   const cpuStart = process.cpuUsage()
-  await body()
+  await client.replies(streams)
   const wallMs = performance.now() - start
   const cpu = process.cpuUsage(cpuStart)
   const peaks = sampler.stop()
-  await dispose()
+  await client.dispose()
+  const attempts = client.attempts()
   return {
     mode,
     streams,
     attempts,
-    ok,
+    ok: client.ok(),
     wallMs,
     cpuMs: (cpu.user + cpu.system) / 1000,
     rssBeforeMB: rssBefore / MB,
@@ -187,6 +237,8 @@ export interface Side {
   readonly rssPerStreamKB: Summary
   /** Effect operations per attempt, from one run of its own with the runtime's hook on (none for the loop). */
   readonly opsPerAttempt: number | undefined
+  /** The live-heap probe's heap per stalled stream, KB (`runLive`). */
+  readonly liveKBPerStream: number
 }
 
 export interface ConcurrencyResult {
@@ -211,10 +263,16 @@ export interface ConcurrencyResult {
   readonly leastRssRatio: number
 }
 
-const side = (mode: string, runs: ReadonlyArray<ChildResult>, opsPerAttempt: number | undefined): Side => ({
+const side = (
+  mode: string,
+  runs: ReadonlyArray<ChildResult>,
+  opsPerAttempt: number | undefined,
+  liveKBPerStream: number
+): Side => ({
   mode,
   runs,
   opsPerAttempt,
+  liveKBPerStream,
   attempts: runs[0].attempts,
   wallMs: summarize(runs.map((r) => r.wallMs)),
   cpuMs: summarize(runs.map((r) => r.cpuMs)),
@@ -262,10 +320,27 @@ export const run = async (options: { streams: number; rounds: number }): Promise
       await server.stop()
     }
   }
-  const reprise = side("reprise", results.reprise, ops.reprise)
-  const baseline = side("baseline", results.baseline, undefined)
-  const floor = side("floor", results.floor, ops.floor)
-  const least = side("least", results.least, ops.least)
+  // what each client holds per reply in flight, measured with every stream stalled (not timed)
+  const live: Record<string, number> = {}
+  for (const mode of modes) {
+    const server = await Server.start(dir, liveScript())
+    try {
+      const result: LiveResult = await child("concurrency.ts", [
+        "child",
+        mode,
+        server.url,
+        String(options.streams),
+        "live"
+      ])
+      live[mode] = result.liveKBPerStream
+    } finally {
+      await server.stop()
+    }
+  }
+  const reprise = side("reprise", results.reprise, ops.reprise, live.reprise)
+  const baseline = side("baseline", results.baseline, undefined, live.baseline)
+  const floor = side("floor", results.floor, ops.floor, live.floor)
+  const least = side("least", results.least, ops.least, live.least)
   return {
     streams: options.streams,
     rounds: options.rounds,
@@ -299,6 +374,7 @@ export const print = (r: ConcurrencyResult) =>
       "peak RSS min-max",
       "RSS/stream KB",
       "Effect ops/attempt",
+      "live KB/stream, stalled",
       "wall ratio",
       "RSS ratio"
     ],
@@ -319,9 +395,48 @@ export const print = (r: ConcurrencyResult) =>
       `${fmt(c.peakRssMB.min, 0)}-${fmt(c.peakRssMB.max, 0)}`,
       fmt(c.rssPerStreamKB.median, 1),
       c.opsPerAttempt === undefined ? "" : fmt(c.opsPerAttempt, 0),
+      fmt(c.liveKBPerStream, 1),
       `${fmt(c.wallMs.median / r.baseline.wallMs.median)}x`,
       `${fmt(c.peakRssMB.median / r.baseline.peakRssMB.median)}x`
     ])
   )
 
-childMain(([mode, url, n, count]) => runChild(mode, url, Number(n), count === "count"))
+/**
+ * The live-heap probe: after {@link liveWarmReplies} whole replies, `streams` replies at once, each stalled by the
+ * simulator after 20 events ({@link liveScript}); once every response has come and the heap has stopped growing, the
+ * heap in use after a full collection, over what it was before they started, per stream. It measures what a client
+ * holds for a reply in flight (what the collector copies while figure 3 runs), to within a fraction of a KB from run
+ * to run, on any machine. The stalled replies are left to the process's exit.
+ */
+const runLive = async (mode: string, url: string, streams: number): Promise<LiveResult> => {
+  const client = await clientOf(mode, url, (effect) => effect)
+  await client.replies(liveWarmReplies)
+  let responses = 0
+  const onHeaders = () => {
+    responses++
+  }
+  DiagnosticsChannel.subscribe("undici:request:headers", onHeaders)
+  gc()
+  const before = process.memoryUsage().heapUsed
+  client.replies(streams).catch((error) => {
+    console.error(`${mode}: a stalled reply failed: ${String(error)}`)
+    process.exit(1)
+  })
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 50))
+  while (responses < streams) await tick()
+  // the events before each stall are read after the headers: wait until a collected heap stops growing
+  let last = 0
+  for (let settled = 0; settled < 3;) {
+    await tick()
+    gc()
+    const now = process.memoryUsage().heapUsed
+    settled = Math.abs(now - last) < 0.005 * now ? settled + 1 : 0
+    last = now
+  }
+  DiagnosticsChannel.unsubscribe("undici:request:headers", onHeaders)
+  return { mode, streams, liveKBPerStream: (last - before) / 1024 / streams }
+}
+
+childMain<ChildResult | LiveResult>(([mode, url, n, kind]) =>
+  kind === "live" ? runLive(mode, url, Number(n)) : runChild(mode, url, Number(n), kind === "count")
+)
