@@ -23,7 +23,7 @@ import * as Predicate from "effect/Predicate"
 import * as Stream from "effect/Stream"
 import { type ErrorBody, parseErrorBody, readErrorBody } from "./errorBody.js"
 import { excerpt, redactHeaders } from "./redaction.js"
-import { contentEncoding, header, requestId, retryAfter, shouldRetry } from "./responseHeaders.js"
+import { contentEncoding, header, headersOf, requestId, retryAfter, shouldRetry } from "./responseHeaders.js"
 import type { Settings } from "./settings.js"
 
 const connectCodes = new Set([
@@ -168,7 +168,7 @@ export const encodedBody = (
   encoding: string,
   settings: Settings
 ): Effect.Effect<never, ProviderRejection.ProviderRejection> => {
-  const id = requestId(response.headers)
+  const id = requestId(headersOf(response))
   return Effect.zipRight(
     release(response),
     Effect.fail(
@@ -220,7 +220,7 @@ export const readFailure = (
   Effect.gen(function*() {
     const observedAt = yield* Clock.currentTimeNanos
     const status = response.status
-    const headers = response.headers
+    const headers = headersOf(response)
     // An encoded body cannot be read (see `contentEncoding`): released unread, the status still classifies it.
     const encoding = contentEncoding(headers)
     // Read (bounded) even for a redirect, so the connection is released; no second request follows.

@@ -138,7 +138,7 @@ export const succeeded = (
   settings: Settings
 ): Effect.Effect<HttpClientResponse.HttpClientResponse, ProviderFailure.ProviderFailure> => {
   if (response.status >= 200 && response.status < 300) {
-    const encoding = contentEncoding(response.headers)
+    const encoding = contentEncoding(headersOf(response))
     return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
   }
   return Effect.flatMap(readFailure(response, settings), (failure) => Effect.fail(statusFailure(failure)))
@@ -228,10 +228,7 @@ export const open = (
         ? send(client, requestOf(spec, body, settings), settings)
         : sendIn(attempt, client, requestOf(spec, body, settings), settings),
       (response) => {
-        if (response.status >= 200 && response.status < 300) {
-          const encoding = contentEncoding(headersOf(response))
-          return encoding === undefined ? Effect.succeed(response) : encodedBody(response, encoding, settings)
-        }
+        if (response.status >= 200 && response.status < 300) return succeeded(response, settings)
         return Effect.flatMap(readFailure(response, settings), (failure) => {
           const candidates = Object.keys(spec.fallbacks).filter((name) => name in body)
           const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined
