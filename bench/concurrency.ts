@@ -284,58 +284,40 @@ const side = (
 export const run = async (options: { streams: number; rounds: number }): Promise<ConcurrencyResult> => {
   const dir = Server.tempDir()
   const modes = ["reprise", "baseline", "floor", "least"]
+  // one child of this figure against a fresh simulator: its script counts requests from the start
+  const childWith = async <A>(serverScript: unknown, mode: string, kind?: "count" | "live"): Promise<A> => {
+    const server = await Server.start(dir, serverScript)
+    try {
+      return await child("concurrency.ts", [
+        "child",
+        mode,
+        server.url,
+        String(options.streams),
+        ...(kind === undefined ? [] : [kind])
+      ])
+    } finally {
+      await server.stop()
+    }
+  }
+  const committed = (mode: string, result: ChildResult) => {
+    if (result.ok !== options.streams) throw new Error(`${mode}: ${result.ok} of ${options.streams} streams committed`)
+    return result
+  }
   const results: Record<string, Array<ChildResult>> = { reprise: [], baseline: [], floor: [], least: [] }
   for (let round = 0; round < options.rounds; round++) {
     for (const mode of [...modes.slice(round % modes.length), ...modes.slice(0, round % modes.length)]) {
-      // a fresh simulator per run: its script counts requests from the start
-      const server = await Server.start(dir, script(options.streams))
-      try {
-        const result: ChildResult = await child("concurrency.ts", ["child", mode, server.url, String(options.streams)])
-        if (result.ok !== options.streams) {
-          throw new Error(`${mode}: ${result.ok} of ${options.streams} streams committed`)
-        }
-        results[mode].push(result)
-      } finally {
-        await server.stop()
-      }
+      results[mode].push(committed(mode, await childWith<ChildResult>(script(options.streams), mode)))
     }
   }
   // the operations of each Effect client, counted in one more run of it (not timed: the hook costs a call each)
   const ops: Record<string, number | undefined> = {}
   for (const mode of ["reprise", "floor", "least"]) {
-    const server = await Server.start(dir, script(options.streams))
-    try {
-      const result: ChildResult = await child("concurrency.ts", [
-        "child",
-        mode,
-        server.url,
-        String(options.streams),
-        "count"
-      ])
-      if (result.ok !== options.streams) {
-        throw new Error(`${mode}: ${result.ok} of ${options.streams} streams committed`)
-      }
-      ops[mode] = result.opsPerAttempt
-    } finally {
-      await server.stop()
-    }
+    ops[mode] = committed(mode, await childWith<ChildResult>(script(options.streams), mode, "count")).opsPerAttempt
   }
   // what each client holds per reply in flight, measured with every stream stalled (not timed)
   const live: Record<string, number> = {}
   for (const mode of modes) {
-    const server = await Server.start(dir, liveScript())
-    try {
-      const result: LiveResult = await child("concurrency.ts", [
-        "child",
-        mode,
-        server.url,
-        String(options.streams),
-        "live"
-      ])
-      live[mode] = result.liveKBPerStream
-    } finally {
-      await server.stop()
-    }
+    live[mode] = (await childWith<LiveResult>(liveScript(), mode, "live")).liveKBPerStream
   }
   const reprise = side("reprise", results.reprise, ops.reprise, live.reprise)
   const baseline = side("baseline", results.baseline, undefined, live.baseline)
