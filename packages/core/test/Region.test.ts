@@ -52,6 +52,16 @@ describe("Region.provide", () => {
     }))
 })
 
+/** `self` in a scoped region with no services, whose scope tells `told` the exit it is closed with. */
+const closeTold = <A, E>(self: Effect.Effect<A, E>, told: (exit: Exit.Exit<unknown, unknown>) => void) =>
+  Region.scoped(
+    Effect.zipRight(
+      Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => told(exit)))),
+      self
+    ),
+    () => Context.empty()
+  )
+
 describe("Region.scoped", () => {
   it.effect("provides its scope and the services, and closes the scope with the region's exit once they are gone", () =>
     Effect.gen(function*() {
@@ -82,34 +92,22 @@ describe("Region.scoped", () => {
   it.effect("the scope is closed with the exit: a finalizer sees the region's failure", () =>
     Effect.gen(function*() {
       let closedWith: Exit.Exit<unknown, unknown> | undefined
-      const exit = yield* Effect.exit(
-        Region.scoped(
-          Effect.zipRight(
-            Effect.flatMap(Effect.scope, (scope) =>
-              Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => (closedWith = exit)))),
-            Effect.fail("boom")
-          ),
-          () =>
-            Context.empty()
-        )
-      )
+      const exit = yield* Effect.exit(closeTold(Effect.fail("boom"), (exit) => (closedWith = exit)))
       assert.deepStrictEqual(exit, Exit.fail("boom"))
       assert.deepStrictEqual(closedWith, Exit.fail("boom"))
     }))
 
   it.effect("a scope that fails to close fails the region, after the region's own failure", () =>
     Effect.gen(function*() {
-      const closing = (then: Effect.Effect<never, string>) =>
-        Effect.exit(
-          Region.scoped(
-            Effect.zipRight(
-              Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.die("finalizer"))),
-              then
-            ),
-            () => Context.empty()
-          )
+      const failed = yield* Effect.exit(
+        Region.scoped(
+          Effect.zipRight(
+            Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, Effect.die("finalizer"))),
+            Effect.fail("boom")
+          ),
+          () => Context.empty()
         )
-      const failed = yield* closing(Effect.fail("boom"))
+      )
       assert.isTrue(Exit.isFailure(failed))
       if (Exit.isFailure(failed)) {
         assert.deepStrictEqual(Cause.failures(failed.cause).pipe((c) => [...c]), ["boom"])
@@ -123,15 +121,7 @@ describe("Region.scoped", () => {
       const started = yield* Deferred.make<void>()
       let closed: Exit.Exit<unknown, unknown> | undefined
       const fiber = yield* Effect.fork(
-        Region.scoped(
-          Effect.zipRight(
-            Effect.flatMap(Effect.scope, (scope) =>
-              Scope.addFinalizerExit(scope, (exit) => Effect.sync(() => (closed = exit)))),
-            Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)
-          ),
-          () =>
-            Context.empty()
-        )
+        closeTold(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), (exit) => (closed = exit))
       )
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)

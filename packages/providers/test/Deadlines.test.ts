@@ -186,19 +186,25 @@ describe("an attempt's scope (`attempt.ts`)", () => {
       )
     )
 
+  // a scope of the test's own, which tells whether it has been closed
+  const watchedScope = Effect.gen(function*() {
+    const scope = yield* Scope.make()
+    let released = false
+    yield* Scope.addFinalizer(scope, Effect.sync(() => (released = true)))
+    return { scope, released: () => released }
+  })
+
   it.effect("a deadline that passes closes the attempt's own scope: what was added to it runs then", () =>
     Effect.gen(function*() {
       const aborted: Array<string> = []
       const deadlines = Deadlines.make(settings.firstByteTimeout)
-      const scope = yield* Scope.make()
-      let released = false
-      yield* Scope.addFinalizer(scope, Effect.sync(() => (released = true)))
+      const { released, scope } = yield* watchedScope
       const fiber = yield* lateIn(aborted, deadlines, scope)
       yield* yieldAll
       yield* TestClock.adjust("60 seconds")
       assert.strictEqual(reasonOf(yield* Fiber.await(fiber)), "Timeout")
       assert.deepStrictEqual(aborted, ["/late"])
-      assert.isTrue(released, "the attempt's scope is still open after its deadline")
+      assert.isTrue(released(), "the attempt's scope is still open after its deadline")
       assert.strictEqual(deadlines.users, 0)
       assert.isUndefined(deadlines.timer)
     }))
@@ -207,9 +213,7 @@ describe("an attempt's scope (`attempt.ts`)", () => {
     Effect.gen(function*() {
       const aborted: Array<string> = []
       const deadlines = Deadlines.make(settings.firstByteTimeout)
-      const scope = yield* Scope.make()
-      let released = false
-      yield* Scope.addFinalizer(scope, Effect.sync(() => (released = true)))
+      const { released, scope } = yield* watchedScope
       const fiber = yield* lateIn(aborted, deadlines, uncloseable(scope))
       yield* yieldAll
       yield* TestClock.adjust("59 seconds")
@@ -217,10 +221,10 @@ describe("an attempt's scope (`attempt.ts`)", () => {
       yield* TestClock.adjust("1 second")
       assert.strictEqual(reasonOf(yield* Fiber.await(fiber)), "Timeout")
       assert.deepStrictEqual(aborted, ["/late"])
-      assert.isFalse(released, "the deadline closed its caller's scope")
+      assert.isFalse(released(), "the deadline closed its caller's scope")
       assert.strictEqual(deadlines.users, 0)
       yield* Scope.close(scope, Exit.void)
-      assert.isTrue(released)
+      assert.isTrue(released())
     }))
 })
 
