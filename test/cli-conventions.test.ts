@@ -1,7 +1,8 @@
 /**
  * The Unix conventions of the real `reprise` binary, spawned as a child process: a single-value option given twice
  * takes the last value, an unknown option is named, `--version`, colour only on a terminal and never with
- * `NO_COLOR`, and SIGINT handled from the first moment the process could send anything.
+ * `NO_COLOR`, SIGINT handled from the first moment the process could send anything, and a help-only start that does not
+ * wait for V8's optimising compiler.
  */
 import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
@@ -122,6 +123,30 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.notInclude(onTerminal("1"), escape)
       assert.include(onTerminal(""), escape, "an empty NO_COLOR does not count (no-color.org)")
     }), { timeout: 60_000 })
+
+  it.effect(
+    "a command line that can only print help runs without the optimising compiler, any other with it",
+    () =>
+      Effect.sync(() => {
+        // V8's own trace: one "completed optimizing" line per function TurboFan compiled
+        const compiled = (args: ReadonlyArray<string>) => {
+          const out = spawnSync(process.execPath, ["--trace-opt", bin, ...args], { encoding: "utf8", timeout: 30_000 })
+          assert.strictEqual(out.status, 0, out.stderr)
+          return {
+            text: out.stdout,
+            compiles: out.stdout.split("\n").filter((l) => l.includes("completed optimizing"))
+          }
+        }
+        for (const args of [[], ["--help"], ["-h"], ["chat", "--help"], ["repl", "-h"]]) {
+          const { compiles, text } = compiled(args)
+          assert.include(text, "USAGE", args.join(" "))
+          assert.deepStrictEqual(compiles, [], args.join(" "))
+        }
+        // the demo's replies run long enough for V8 to optimise them
+        assert.isAbove(compiled(["demo"]).compiles.length, 0)
+      }),
+    { timeout: 60_000 }
+  )
 
   it.effect("SIGINT while the binary is still loading exits 130 with nothing sent", () =>
     Effect.gen(function*() {
