@@ -8,10 +8,14 @@
  * @internal
  */
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Chunk from "effect/Chunk"
+import type * as Clock from "effect/Clock"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
-import * as Stream from "effect/Stream"
+import * as Body from "./body.js"
+import * as Deadlines from "./deadlines.js"
 import { excerpt } from "./redaction.js"
 
 /**
@@ -61,17 +65,59 @@ export const parseErrorBody = (text: string, scrub: (text: string) => string): E
 const maxErrorBody = 64 * 1024
 
 /**
+ * What times an error body's read without a race: a provider's idle queue (`deadlines.ts`), which the attempt reading
+ * the body is a user of, and the attempt's `Clock`.
+ *
+ * @internal
+ */
+export interface Timer {
+  readonly deadlines: Deadlines.Deadlines
+  readonly clock: Clock.Clock
+}
+
+/**
  * Reads at most 64 KiB of an error body, within the idle timeout; an unreadable body is an empty one.
+ *
+ * Read by the body's pull (`body.ts`: undici's `Readable` itself for the undici client), in a scope of its own that
+ * releases the body once read, and decoded as UTF-8 as it comes. Given a `timer` and a body whose wait can be
+ * abandoned, the timeout is a deadline in the provider's idle queue that abandons the wait when it passes; otherwise a
+ * race (`Effect.timeout`). Both measured in figure 3's client with a 503 in place of every fault: the platform's
+ * `response.stream` read through `Stream.decodeText` and a fold cost about 3 M instructions per 503, the race about as
+ * much again, on a path run once per refused send and so rarely that it stays unoptimised (docs/performance.md, fix 33).
  *
  * @internal
  */
 export const readErrorBody = (
   response: HttpClientResponse.HttpClientResponse,
-  idleTimeout: Duration.Duration
-): Effect.Effect<string> =>
-  response.stream.pipe(
-    Stream.decodeText(),
-    Stream.runFoldWhile("", (acc) => acc.length < maxErrorBody, (acc, chunk) => acc + chunk),
-    Effect.timeout(idleTimeout),
-    Effect.orElseSucceed(() => "")
-  )
+  idleTimeout: Duration.Duration,
+  timer?: Timer
+): Effect.Effect<string> => {
+  const read = (pull: Body.Pull, timedOut: () => boolean): Effect.Effect<string, Option.Option<unknown>> => {
+    const decoder = new TextDecoder()
+    let text = ""
+    const next: Effect.Effect<string, Option.Option<unknown>> = Effect.flatMap(pull, (chunk) => {
+      // given up: what was read of it is not shown
+      if (timedOut()) return Effect.succeed("")
+      const reads = Chunk.toReadonlyArray(chunk)
+      for (let i = 0; i < reads.length; i++) text += decoder.decode(reads[i], { stream: true })
+      return text.length < maxErrorBody ? next : Effect.succeed(text)
+    })
+    // the end of the body (`None`) is its text; a failure is an unreadable body
+    return Effect.catchAll(
+      next,
+      (end) => Option.isNone(end) ? Effect.succeed(text + decoder.decode()) : Effect.fail(end)
+    )
+  }
+  const raced = (pull: Body.Pull) =>
+    Effect.orElseSucceed(Effect.timeout(read(pull, () => false), idleTimeout), () => "")
+  return Effect.scoped(Effect.flatMap(Body.pull(response), (pull) => {
+    if (timer === undefined || !Body.abandonable(pull)) return raced(pull)
+    return Effect.suspend(() => {
+      const deadline = Deadlines.arm(timer.deadlines, timer.clock, Effect.sync(() => Body.abandon(pull)))
+      return Effect.ensuring(
+        Effect.orElseSucceed(read(pull, () => deadline.timedOut), () => ""),
+        Effect.sync(() => Deadlines.disarm(timer.deadlines, deadline))
+      )
+    })
+  }))
+}

@@ -21,7 +21,7 @@ import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Predicate from "effect/Predicate"
 import * as Stream from "effect/Stream"
-import { type ErrorBody, parseErrorBody, readErrorBody } from "./errorBody.js"
+import { type ErrorBody, parseErrorBody, readErrorBody, type Timer } from "./errorBody.js"
 import { excerpt, redactHeaders } from "./redaction.js"
 import { contentEncoding, header, headersOf, requestId, retryAfter, shouldRetry } from "./responseHeaders.js"
 import type { Settings } from "./settings.js"
@@ -215,7 +215,8 @@ export const statusFailure = (failed: FailedResponse): ProviderFailure.ProviderF
  */
 export const readFailure = (
   response: HttpClientResponse.HttpClientResponse,
-  settings: Settings
+  settings: Settings,
+  timer?: Timer
 ): Effect.Effect<FailedResponse> =>
   Effect.gen(function*() {
     const observedAt = yield* Clock.currentTimeNanos
@@ -224,7 +225,7 @@ export const readFailure = (
     // An encoded body cannot be read (see `contentEncoding`): released unread, the status still classifies it.
     const encoding = contentEncoding(headers)
     // Read (bounded) even for a redirect, so the connection is released; no second request follows.
-    const text = encoding === undefined ? yield* readErrorBody(response, settings.idleTimeout) : ""
+    const text = encoding === undefined ? yield* readErrorBody(response, settings.idleTimeout, timer) : ""
     if (encoding !== undefined) yield* release(response)
     const error = parseErrorBody(text, settings.scrub)
     const after = yield* retryAfter(headers)

@@ -229,7 +229,9 @@ export const open = (
         : sendIn(attempt, client, requestOf(spec, body, settings), settings),
       (response) => {
         if (response.status >= 200 && response.status < 300) return succeeded(response, settings)
-        return Effect.flatMap(readFailure(response, settings), (failure) => {
+        // the error body timed by the attempt's idle queue, without a race (fix 33)
+        const timer = attempt?.idle === undefined ? undefined : { deadlines: attempt.idle, clock: attempt.clock }
+        return Effect.flatMap(readFailure(response, settings, timer), (failure) => {
           const candidates = Object.keys(spec.fallbacks).filter((name) => name in body)
           const rejected = fallbackAllowed ? unsupportedParameter(failure, candidates) : undefined
           return rejected !== undefined
