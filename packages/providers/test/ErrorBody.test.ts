@@ -34,12 +34,7 @@ const waitFor = (done: () => boolean) =>
 
 /** A client whose every response is a 503 with an error body that sends its start and then stalls. */
 const stallingClient = () => {
-  const state = {
-    sends: 0,
-    pulls: 0,
-    cancelled: 0,
-    body: undefined as ReadableStreamDefaultController<Uint8Array> | undefined
-  }
+  const state = { sends: 0, pulls: 0, cancelled: 0 }
   const client = HttpClient.make((request) =>
     Effect.sync(() => {
       state.sends++
@@ -48,7 +43,6 @@ const stallingClient = () => {
         new Response(
           new ReadableStream<Uint8Array>({
             start: (controller) => {
-              state.body = controller
               // the start of an error object, then nothing more
               controller.enqueue(new TextEncoder().encode(`{"error": {"message": "overloa`))
             },
