@@ -14,23 +14,9 @@ import * as OpenAiChat from "@reprise/providers/OpenAiChat"
 import { Duration, Effect, Exit, Fiber, Redacted, TestClock } from "effect"
 import * as Send from "../src/internal/send.js"
 import * as Settings from "../src/internal/settings.js"
+import { chatSpec, turns, waitFor } from "./support/harness.js"
 
 const settings = Settings.settings("openai-chat", { apiKey: Redacted.make("sk-test") })
-
-const spec: Send.RequestSpec = {
-  url: "http://127.0.0.1:9/v1/chat/completions",
-  headers: {},
-  apiKeyHeader: "authorization",
-  body: { model: "m" },
-  fallbacks: {}
-}
-
-/** Waits, with no time passing on the TestClock, until `done` holds (the web body's reads settle on promises). */
-const waitFor = (done: () => boolean) =>
-  Effect.repeat(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), {
-    until: () => done(),
-    times: 1000
-  })
 
 /** A client whose every response is a 503 with an error body that sends its start and then stalls. */
 const stallingClient = () => {
@@ -75,11 +61,11 @@ describe("an error body that stalls is given up at the idle timeout and released
   it.scoped("outside an attempt: timed by a race", () =>
     Effect.gen(function*() {
       const { client, state } = stallingClient()
-      const fiber = yield* Effect.fork(Budget.scoped(Effect.scoped(Send.open(client, spec, settings))))
+      const fiber = yield* Effect.fork(Budget.scoped(Effect.scoped(Send.open(client, chatSpec, settings))))
       // the body read up to its stall: the stream asks for more
       yield* waitFor(() => state.pulls > 1)
       yield* TestClock.adjust(Duration.subtract(settings.idleTimeout, Duration.millis(1)))
-      yield* waitFor(() => false).pipe(Effect.ignore)
+      yield* turns(1000)
       assert.isNull(fiber.unsafePoll(), "given up before the idle timeout")
       yield* TestClock.adjust(Duration.millis(1))
       assertStatusFailure(yield* Fiber.await(fiber))
@@ -101,7 +87,7 @@ describe("an error body that stalls is given up at the idle timeout and released
       )
       yield* waitFor(() => state.pulls > 1)
       yield* TestClock.adjust(Duration.millis(29_999))
-      yield* waitFor(() => false).pipe(Effect.ignore)
+      yield* turns(1000)
       assert.isNull(fiber.unsafePoll(), "given up before the idle timeout")
       yield* TestClock.adjust(Duration.millis(1))
       const exit = yield* Fiber.await(fiber)

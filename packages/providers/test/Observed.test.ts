@@ -19,6 +19,7 @@ import { Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Redacted, Stream, 
 import * as Send from "../src/internal/send.js"
 import * as Settings from "../src/internal/settings.js"
 import { type Machine, prematureEof, pull as pullBody } from "../src/internal/sse.js"
+import { chatSpec, waitFor } from "./support/harness.js"
 
 const settings = Settings.settings("openai-chat", { apiKey: Redacted.make("sk-test") })
 
@@ -26,13 +27,6 @@ const failureOf = (exit: Exit.Exit<unknown, unknown>): unknown =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
 
 const yieldAll = Effect.repeatN(Effect.yieldNow(), 20)
-
-/** Waits, with no time passing on the TestClock, until `done` holds (the web body's reads settle on promises). */
-const waitFor = (done: () => boolean) =>
-  Effect.repeat(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), {
-    until: () => done(),
-    times: 1000
-  })
 
 describe("a failure is marked with the moment it was observed", () => {
   it.scoped("in a read: at that read, not when the consumer pulls it after the events before it", () =>
@@ -82,14 +76,7 @@ describe("a failure is marked with the moment it was observed", () => {
           )
         )
       )
-      const spec: Send.RequestSpec = {
-        url: "http://127.0.0.1:9/v1/chat/completions",
-        headers: {},
-        apiKeyHeader: "authorization",
-        body: { model: "m" },
-        fallbacks: {}
-      }
-      const fiber = yield* Effect.fork(Budget.scoped(Effect.scoped(Send.open(client, spec, settings))))
+      const fiber = yield* Effect.fork(Budget.scoped(Effect.scoped(Send.open(client, chatSpec, settings))))
       yield* yieldAll
       yield* TestClock.adjust("1 second")
       yield* yieldAll

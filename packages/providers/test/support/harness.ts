@@ -10,6 +10,7 @@ import type * as Provider from "@reprise/core/Provider"
 import { Effect, Either, Stream } from "effect"
 import * as Http from "node:http"
 import type * as Net from "node:net"
+import type * as Send from "../../src/internal/send.js"
 
 export const KEY = "sk-reprise-SECRET-7f3a9c0e1d2b4a6f8e0c"
 
@@ -222,4 +223,27 @@ export const fedResponse = () => {
     response: HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(body)),
     feed
   }
+}
+
+/**
+ * Waits, with no time passing on the TestClock, until `done` holds: a turn of the event loop at a time (a web body's
+ * reads settle on promises), at most 1,000 turns.
+ */
+export const waitFor = (done: () => boolean) =>
+  Effect.repeat(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), {
+    until: () => done(),
+    times: 1000
+  })
+
+/** `n` turns of the event loop, with no time passing on the TestClock: what is pending on I/O settles. */
+export const turns = (n: number) =>
+  Effect.promise(() => new Promise((resolve) => setImmediate(resolve))).pipe(Effect.repeatN(n - 1))
+
+/** A streaming Chat Completions request's description, to an address nothing is sent to (the tests' own client). */
+export const chatSpec: Send.RequestSpec = {
+  url: "http://127.0.0.1:9/v1/chat/completions",
+  headers: {},
+  apiKeyHeader: "authorization",
+  body: { model: "m" },
+  fallbacks: {}
 }
