@@ -2,15 +2,15 @@
  * One attempt of a provider's stream, as `provider.ts` runs it: its scope, its `Clock`, its `Budget`, and its place in
  * the provider's two deadline queues (first byte and idle), each taken once, in one step, for the whole attempt.
  *
- * The attempt's scope is the one its consumer runs it in (`Provider.fromPull`: `Recovery`'s attempt scope, or the
- * scope of the stream), which is the attempt's alone. The send registers its abort there (`HttpClient.withScope`),
- * and so does the body its release; a deadline that passes closes that scope, which aborts the request and releases
- * the body at once: a first-byte deadline from the timer's fiber, an idle one from the reading fiber once its wait is
- * abandoned. Until fix 32 the send and the body each had a scope of their own, forked from it and provided to them: two
- * forks, two closes and two provided regions per attempt, the largest part of the 124 Effect operations per attempt
- * this step took off figure 3's (489 → 365; docs/performance.md). A scope that cannot be closed (not a
- * `CloseableScope`, which every scope Effect makes is) is not closed early: the attempt then runs in a scope forked
- * from it.
+ * The attempt's scope is the one its consumer runs it in (`Provider.fromPull`: `Recovery`'s attempt scope, or the scope
+ * of the stream), which is the attempt's alone. The send registers its abort there (`scopedAbort.ts`, as
+ * `HttpClient.withScope` does; the body read there then takes it over), and so does the body its release; a deadline
+ * that passes closes that scope, which aborts the request and releases the body at once: a first-byte deadline from the
+ * timer's fiber, an idle one from the reading fiber once its wait is abandoned. Until fix 32 the send and the body each
+ * had a scope of their own, forked from it and provided to them: two forks, two closes and two provided regions per
+ * attempt, the largest part of the 124 Effect operations per attempt this step took off figure 3's (489 → 365;
+ * docs/performance.md). A scope that cannot be closed (not a `CloseableScope`, which every scope Effect makes is) is
+ * not closed early: the attempt then runs in a scope forked from it.
  *
  * @internal
  */

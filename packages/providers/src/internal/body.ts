@@ -4,11 +4,12 @@
  * Over the undici client of @effect/platform-node (the client DESIGN §3 builds every provider on), the body is read
  * from undici's own `Readable`, the one the platform's `response.stream` reads: the same reads (`read()` until it has
  * nothing buffered), the same end, the same failure (a `ResponseError` of reason `"Decode"` with the stream's error as
- * its cause), and the same release (the body destroyed if it is still open, then the request aborted). A web response
- * (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream` the same way, a `read()` per
- * pull. What both leave out is the platform's stream around those reads: a channel, its executor, and the state of
- * `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's response is read through
- * `response.stream`.
+ * its cause), and the same release (the body destroyed if it is still open, then the request aborted), except that a
+ * body whose reader has all it needs ({@link finish}) is read to its end first, within bounds, so that its connection
+ * is kept (fix 34). A web response (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream`
+ * the same way, a `read()` per pull. What both leave out is the platform's stream around those reads: a channel, its
+ * executor, and the state of `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's
+ * response is read through `response.stream`.
  *
  * Both note when the body ended or failed (`outcomeAt`, on the `Clock`), so that the failure it ends an attempt with is
  * marked with that moment (`ProviderFailure.markObserved`) and the backoff counts from it (fix 26).
@@ -28,6 +29,8 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import * as Deadlines from "./deadlines.js"
+import * as ScopedAbort from "./scopedAbort.js"
 
 /**
  * A pull of the body: the reads buffered at the time (one or more), or its end (`None`) or failure.
@@ -36,8 +39,14 @@ import * as Stream from "effect/Stream"
  */
 export type Pull = Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<HttpClientError.ResponseError>>
 
-/** When each pull's body ended or failed, for {@link outcomeAt}. */
-const outcomes = new WeakMap<Pull, () => bigint | undefined>()
+/** What reads a pull's body, for {@link outcomeAt}, {@link abandon} and {@link finish}. */
+interface Handle {
+  readonly at: () => bigint | undefined
+  readonly abandon: () => void
+  readonly finish: () => void
+}
+
+const handles = new WeakMap<Pull, Handle>()
 
 /**
  * When the body read by `pull` ended or failed, on the `Clock` (nanoseconds): the moment the client learnt of its
@@ -46,10 +55,7 @@ const outcomes = new WeakMap<Pull, () => bigint | undefined>()
  *
  * @internal
  */
-export const outcomeAt = (pull: Pull): bigint | undefined => outcomes.get(pull)?.()
-
-/** How each pull that can be abandoned is, for {@link abandon}. */
-const abandoners = new WeakMap<Pull, () => void>()
+export const outcomeAt = (pull: Pull): bigint | undefined => handles.get(pull)?.at()
 
 /**
  * Ends the wait of a pull of `pull` in progress: it returns an empty chunk at once, and what the body then gives is
@@ -61,9 +67,9 @@ const abandoners = new WeakMap<Pull, () => void>()
  * @internal
  */
 export const abandon = (pull: Pull): boolean => {
-  const abandoner = abandoners.get(pull)
-  if (abandoner === undefined) return false
-  abandoner()
+  const handle = handles.get(pull)
+  if (handle === undefined) return false
+  handle.abandon()
   return true
 }
 
@@ -72,11 +78,30 @@ export const abandon = (pull: Pull): boolean => {
  *
  * @internal
  */
-export const abandonable = (pull: Pull): boolean => abandoners.has(pull)
+export const abandonable = (pull: Pull): boolean => handles.has(pull)
 
-const observed = (pull: Pull, at: () => bigint | undefined, abandon: () => void): Pull => {
-  outcomes.set(pull, at)
-  abandoners.set(pull, abandon)
+/**
+ * The reader of `pull` has read all it needs of the body (its protocol's terminal event): what is left of it (`data:
+ * [DONE]`, the chunked encoding's end) is read and dropped when the body is released, rather than the request aborted,
+ * so that its connection is kept for the next request. Bounded: at most {@link trailerBytes} more, within the idle
+ * timeout; past either, the body is destroyed and the request aborted, as a release before the end is. Only for undici's
+ * body read by {@link pullIn} with the idle deadlines; any other body is released as before (fix 34 of
+ * docs/performance.md).
+ *
+ * @internal
+ */
+export const finish = (pull: Pull): void => handles.get(pull)?.finish()
+
+/**
+ * How much of a body may follow the part its reader needed ({@link finish}) and still be read rather than cut: what
+ * follows a terminal event is a few bytes (`data: [DONE]`, a usage event, the chunked encoding's end).
+ *
+ * @internal
+ */
+export const trailerBytes = 64 * 1024
+
+const observed = (pull: Pull, handle: Handle): Pull => {
+  handles.set(pull, handle)
   return pull
 }
 
@@ -91,6 +116,11 @@ interface NodeReadable {
   on(event: string, listener: (...args: Array<any>) => void): unknown
   off(event: string, listener: (...args: Array<any>) => void): unknown
   destroy(error?: Error): unknown
+  /**
+   * undici's: reads the body to its end and drops it, destroying it once more than `limit` bytes of it were received
+   * in all, or when `signal` aborts; settles when the body has closed.
+   */
+  dump?(options: { readonly limit: number; readonly signal: AbortSignal }): Promise<unknown>
 }
 
 const isNodeReadable = (value: unknown): value is NodeReadable =>
@@ -169,17 +199,27 @@ export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Ef
  * client's or a web one (its wait can be abandoned); `undefined` for any other response. What {@link pull} does for
  * those, without looking the scope and the clock up (a provider's attempt has them in hand: `attempt.ts`).
  *
+ * The abort of a send scoped to `scope` (`scopedAbort.ts`) is taken over: the body's release aborts the request. With
+ * `idle`, the provider's idle deadlines (open while the body is released), undici's body is read to its end when it is
+ * released after {@link finish}.
+ *
  * @internal
  */
 export const pullIn = (
   response: HttpClientResponse.HttpClientResponse,
   scope: Scope.Scope,
-  clock: Clock.Clock
+  clock: Clock.Clock,
+  idle?: Deadlines.Deadlines
 ): Effect.Effect<Pull> | undefined => {
   const undici = undiciBody(response)
-  if (undici !== undefined) return fromReadable(response, undici.readable, undici.controller, clock, scope)
+  if (undici !== undefined) {
+    const controller = undici.controller ?? ScopedAbort.take(scope)
+    return fromReadable(response, undici.readable, controller, clock, scope, idle)
+  }
   const web = webBody(response)
-  if (web !== undefined) return fromWeb(response, web.body, web.controller, clock, scope)
+  if (web !== undefined) {
+    return fromWeb(response, web.body, web.controller ?? ScopedAbort.take(scope), clock, scope, idle)
+  }
   return undefined
 }
 
@@ -214,21 +254,30 @@ const fromWeb = (
   body: ReadableStream<Uint8Array>,
   controller: AbortController | undefined,
   clock: Clock.Clock,
-  scope: Scope.Scope
+  scope: Scope.Scope,
+  idle: Deadlines.Deadlines | undefined
 ): Effect.Effect<Pull> =>
   Effect.map(
     acquireReleased(
       scope,
-      () => body.getReader(),
-      // a failed body's `cancel` rejects with its failure, which the pull has already told
-      (reader) =>
-        Effect.uninterruptible(Effect.promise(() =>
-          reader.cancel().then(noop, noop).finally(() => {
-            controller?.abort()
-          })
-        ))
+      // whether the reader has all it needs (`finish`), and whether the body has ended or failed
+      () => ({ reader: body.getReader(), state: { finished: false, settled: false } }),
+      // decided when the body is released
+      ({ reader, state }) =>
+        Effect.suspend(() => {
+          if (state.finished && !state.settled && idle !== undefined && Deadlines.join(idle)) {
+            drainWeb(reader, controller, idle, clock)
+            return Effect.void
+          }
+          // a failed body's `cancel` rejects with its failure, which the pull has already told
+          return Effect.uninterruptible(Effect.promise(() =>
+            reader.cancel().then(noop, noop).finally(() => {
+              controller?.abort()
+            })
+          ))
+        })
     ),
-    (reader): Pull => {
+    ({ reader, state }): Pull => {
       const end: Pull = Effect.failCause(Cause.fail(Option.none()))
       let endedAt: bigint | undefined
       // the pull waiting for the read in progress, if one is, and the result of a read no pull waited for (the pull
@@ -260,11 +309,15 @@ const fromWeb = (
           reading = true
           reader.read().then(
             (result) => {
-              if (result.done) endedAt ??= clock.unsafeCurrentTimeNanos()
+              if (result.done) {
+                endedAt ??= clock.unsafeCurrentTimeNanos()
+                state.settled = true
+              }
               deliver(result.done ? end : Effect.succeed(Chunk.of(result.value)))
             },
             (cause) => {
               endedAt ??= clock.unsafeCurrentTimeNanos()
+              state.settled = true
               deliver(Effect.fail(Option.some(
                 new HttpClientError.ResponseError({ request: response.request, response, reason: "Decode", cause })
               )))
@@ -281,32 +334,103 @@ const fromWeb = (
         if (resume !== undefined) resume(nothing)
         else abandoned = true
       }
-      return observed(read, () => endedAt, abandon)
+      const finish = () => {
+        state.finished = true
+      }
+      return observed(read, { at: () => endedAt, abandon, finish })
     }
   )
 
 /**
  * What a body released before its end was read is destroyed with. Reading usually stops at the protocol's terminal
- * event, before the body's end is read, so most bodies are released open. Destroyed with no error, undici's body made
- * a `RequestAbortedError` for each of them, and Node's `destroy` read its stack (to avoid a V8 leak): a stack
- * formatted once per reply, source maps and all where they are on (docs/performance.md, fix 28). One error made once
- * is formatted once. Nobody sees it: the pull's listeners are off and the release listens with a no-op. What undici
- * does to the request is unchanged: a request whose every byte has arrived is over and stays so (its connection kept
- * for the next request), and one still arriving is aborted with undici's own error, as before.
+ * event, before the body's end is read, so most bodies are released open (and, since fix 34, read to their end then,
+ * unless they pass the bounds of {@link drain}, which destroys them with this too). Destroyed with no error, undici's
+ * body made a `RequestAbortedError` for each of them, and Node's `destroy` read its stack (to avoid a V8 leak): a stack
+ * formatted once per reply, source maps and all where they are on (docs/performance.md, fix 28). One error made once is
+ * formatted once. Nobody sees it: the pull's listeners are off and the release listens with a no-op. What undici does
+ * to the request is unchanged: a request whose every byte has arrived is over and stays so (its connection kept for the
+ * next request), and one still arriving is aborted with undici's own error, as before.
  */
 const released: Error = new Error("the response body was released before its end was read")
 
 /**
+ * Reads what is left of a released body to its end and drops it ({@link finish}), as a user of the idle deadlines
+ * `idle` for as long as it lasts: at most `limit` bytes received in all, and the idle timeout from now. The request is
+ * aborted once the body has closed: a no-op for a request whose every byte has arrived, whose connection undici keeps.
+ * False when the queue's timer is not running (the attempt has left it), and nothing is done.
+ */
+const drain = (
+  readable: NodeReadable & Required<Pick<NodeReadable, "dump">>,
+  controller: AbortController | undefined,
+  limit: number,
+  idle: Deadlines.Deadlines,
+  clock: Clock.Clock
+): boolean => {
+  if (!Deadlines.join(idle)) return false
+  const stop = new AbortController()
+  // told as the body's error, heard by undici's own no-op: made once, as for a release (`released`)
+  const deadline = Deadlines.arm(idle, clock, Effect.sync(() => stop.abort(released)))
+  const settle = () => {
+    Deadlines.disarm(idle, deadline)
+    Deadlines.leave(idle)
+    controller?.abort()
+  }
+  readable.dump({ limit, signal: stop.signal }).then(settle, settle)
+  return true
+}
+
+/**
+ * {@link drain} for a web body: its reader's reads until its end, at most {@link trailerBytes} of them and within the
+ * idle timeout from now, then its `cancel` (a no-op for a body that has ended) and the request's abort. `idle` has
+ * been joined (`Deadlines.join`); it is left once done.
+ */
+const drainWeb = (
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  controller: AbortController | undefined,
+  idle: Deadlines.Deadlines,
+  clock: Clock.Clock
+): void => {
+  let left = trailerBytes
+  let cut = false
+  const deadline = Deadlines.arm(
+    idle,
+    clock,
+    Effect.sync(() => {
+      cut = true
+      reader.cancel().then(noop, noop)
+    })
+  )
+  const next = (): Promise<unknown> =>
+    reader.read().then((result) => {
+      if (result.done || cut) return
+      left -= result.value.length
+      return left < 0 ? reader.cancel() : next()
+    })
+  const settle = () => {
+    Deadlines.disarm(idle, deadline)
+    Deadlines.leave(idle)
+    reader.cancel().then(noop, noop).finally(() => {
+      controller?.abort()
+    })
+  }
+  next().then(settle, settle)
+}
+
+const dumpable = (readable: NodeReadable): readable is NodeReadable & Required<Pick<NodeReadable, "dump">> =>
+  typeof readable.dump === "function"
+
+/**
  * undici's body's pull: every read buffered at the time of the pull, or a wait for the body's `readable`, `end` or
  * `error`. Released by destroying the body unless it has closed, then the request's abort, as the platform's
- * `response.stream` releases it.
+ * `response.stream` releases it; after {@link finish}, with `idle`, by reading it to its end first ({@link drain}).
  */
 const fromReadable = (
   response: HttpClientResponse.HttpClientResponse,
   readable: NodeReadable,
   controller: AbortController | undefined,
   clock: Clock.Clock,
-  scope: Scope.Scope
+  scope: Scope.Scope,
+  idle: Deadlines.Deadlines | undefined
 ): Effect.Effect<Pull> =>
   Effect.map(
     acquireReleased(
@@ -324,6 +448,9 @@ const fromReadable = (
         let signalled = false
         // abandoned while no pull waited: the next wait returns at once
         let abandoned = false
+        // the bytes read, and whether the reader has all it needs of them (`finish`)
+        let total = 0
+        let finished = false
         const wake = () => {
           const resume = waiting
           waiting = undefined
@@ -366,7 +493,11 @@ const fromReadable = (
             return wait
           }
           const reads = [bytes]
-          while ((bytes = readable.read()) !== null) reads.push(bytes)
+          total += bytes.length
+          while ((bytes = readable.read()) !== null) {
+            reads.push(bytes)
+            total += bytes.length
+          }
           return Effect.succeed(Chunk.unsafeFromArray(reads))
         })
         const release = () => {
@@ -374,6 +505,10 @@ const fromReadable = (
           readable.off("error", onError)
           readable.off("end", onEnd)
           if (readable.closed === false) {
+            if (
+              finished && idle !== undefined && dumpable(readable) &&
+              drain(readable, controller, total + trailerBytes, idle, clock)
+            ) return
             // `released` is told as the body's 'error': heard by a no-op here, whatever else listens (the platform's
             // undici client adds its own no-op; a body of the same shape from elsewhere may not)
             readable.on("error", noop)
@@ -388,7 +523,10 @@ const fromReadable = (
           if (resume !== undefined) resume(nothing)
           else abandoned = true
         }
-        return { read: observed(read, () => outcomeAt, abandon), release }
+        const finish = () => {
+          finished = true
+        }
+        return { read: observed(read, { at: () => outcomeAt, abandon, finish }), release }
       },
       ({ release }) => Effect.sync(release)
     ),

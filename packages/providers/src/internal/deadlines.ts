@@ -139,6 +139,19 @@ export const enter = (
 }
 
 /**
+ * A user of the queue begins while another is in it (its timer running), without a fiber in hand: false, and no user
+ * added, when the timer is not running. For what outlives a fiber's step and ends in a callback (a released body read
+ * to its end, `body.ts`), which must {@link leave} when it is done.
+ *
+ * @internal
+ */
+export const join = (deadlines: Deadlines): boolean => {
+  if (deadlines.timer === undefined) return false
+  deadlines.users++
+  return true
+}
+
+/**
  * A user of the queue is done: the last one stops the timer (its interruption sent, not awaited) and empties the
  * queue.
  *

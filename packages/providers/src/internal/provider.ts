@@ -83,7 +83,7 @@ export const makeService = <Ev>(options: {
             const decoder = options.decoder({ requestId })
             // the body read in the attempt's scope, closed by an idle timeout (`Attempt`); a client whose body's wait
             // cannot be abandoned is read as `SseInternal.pull` reads any body
-            const body = Body.pullIn(response, attempt.scope, attempt.clock)
+            const body = Body.pullIn(response, attempt.scope, attempt.clock, attempt.idle)
             if (body === undefined) {
               return SseInternal.pull({
                 body: Body.pull(response),

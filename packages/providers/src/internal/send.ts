@@ -8,8 +8,7 @@
  *
  * @internal
  */
-import * as HttpClient from "@effect/platform/HttpClient"
-import type * as HttpClientError from "@effect/platform/HttpClientError"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
@@ -25,6 +24,7 @@ import * as Deadlines from "./deadlines.js"
 import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
 import { type Fallbacks, unsupportedParameter } from "./fallback.js"
 import { contentEncoding, headersOf, requestId } from "./responseHeaders.js"
+import * as ScopedAbort from "./scopedAbort.js"
 import type { Settings } from "./settings.js"
 
 /**
@@ -68,8 +68,9 @@ export const execute = (
 
 /**
  * A generation's send within its attempt (`attempt.ts`), timed by the attempt's first-byte queue rather than by a
- * race: the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped by
- * `HttpClient.withScope` in the attempt's scope (the current one), so that closing that scope aborts it. A first-byte
+ * race: the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped in the
+ * attempt's scope (the current one; `scopedAbort.ts`, as `HttpClient.withScope` scopes it), so that closing that scope
+ * aborts it, until the body read in that scope takes the abort over. A first-byte
  * deadline that passes closes the attempt's scope, and the request's failure is then told as the `Timeout`.
  * `Effect.timeoutFail` forks two fibers per send and joins the winner's fiber refs back: that measured about 30 MB
  * of figure 3's peak RSS (docs/performance.md, fix 25). One fiber times the sends of a provider (`deadlines.ts`).
@@ -98,7 +99,7 @@ export const sendIn = (
         Deadlines.disarm(attempt.firstByte, entry)
         attempt.sending = undefined
       }
-      return Effect.matchEffect(scopedClient(client).execute(request), {
+      return Effect.matchEffect(ScopedAbort.withScope(client).execute(request), {
         onFailure: (error) => {
           settle()
           return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
@@ -111,21 +112,6 @@ export const sendIn = (
       })
     })
   )
-
-// `HttpClient.withScope` of each client, made once
-const scoped = new WeakMap<
-  HttpClient.HttpClient,
-  HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>
->()
-
-const scopedClient = (client: HttpClient.HttpClient) => {
-  let found = scoped.get(client)
-  if (found === undefined) {
-    found = HttpClient.withScope(client)
-    scoped.set(client, found)
-  }
-  return found
-}
 
 /**
  * A response as a success (2xx, without a content encoding) or its typed failure (`ProviderFailure.fromHttpStatus`),

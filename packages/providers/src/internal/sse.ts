@@ -685,6 +685,8 @@ const steps = <Ev>(
     } else if (machine.done()) {
       stopped = true
       after = finished
+      // the rest of the body is read to its end on release, so that its connection is kept (fix 34)
+      Body.finish(body)
     } else if (!progressed) {
       return next
     }

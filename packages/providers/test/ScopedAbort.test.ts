@@ -1,0 +1,48 @@
+/**
+ * A send scoped by `scopedAbort.ts` is aborted when its scope closes, as with `HttpClient.withScope`, until its abort
+ * is taken over. This rests on the platform's client reading a scoped request's controller from its own map (no type
+ * exports it): pinned here for the versions in the lockfile, over a real node:http server on 127.0.0.1 and the real
+ * undici client of @effect/platform-node.
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Scope } from "effect"
+import * as ScopedAbort from "../src/internal/scopedAbort.js"
+import { server, turns } from "./support/harness.js"
+
+describe("a send scoped to its scope", () => {
+  it.scoped("is aborted when the scope closes before the response", () =>
+    Effect.gen(function*() {
+      // never answered
+      const s = yield* server(() => {})
+      const client = ScopedAbort.withScope(yield* HttpClient.HttpClient)
+      const scope = yield* Scope.make()
+      const fiber = yield* Effect.fork(Scope.extend(client.execute(HttpClientRequest.post(`${s.url}/x`)), scope))
+      while (s.received.length === 0) yield* turns(1)
+      yield* Scope.close(scope, Exit.void)
+      yield* s.awaitAbort(0)
+      const exit = yield* fiber.await
+      assert.isTrue(Exit.isFailure(exit), "the request failed once aborted")
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+
+  it.scoped("is not aborted by the scope once its abort is taken over; the taker aborts it", () =>
+    Effect.gen(function*() {
+      // headers, then a body that does not end
+      const s = yield* server((_req, res) => {
+        res.writeHead(200, { "content-type": "text/plain" })
+        res.write("started")
+      })
+      const client = ScopedAbort.withScope(yield* HttpClient.HttpClient)
+      const scope = yield* Scope.make()
+      yield* Scope.extend(client.execute(HttpClientRequest.post(`${s.url}/x`)), scope)
+      const controller = ScopedAbort.take(scope)
+      assert.isDefined(controller)
+      assert.isUndefined(ScopedAbort.take(scope), "taken once")
+      yield* Scope.close(scope, Exit.void)
+      yield* turns(5)
+      assert.deepStrictEqual(s.aborted, [], "aborted by the scope")
+      controller!.abort()
+      yield* s.awaitAbort(0)
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+})
