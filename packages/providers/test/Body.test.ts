@@ -12,7 +12,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Exit, Fiber, type Layer, Option, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
-import { fedResponse, server } from "./support/harness.js"
+import { fedResponse, server, waitFor } from "./support/harness.js"
 import type { Handler } from "./support/harness.js"
 
 type Served = Effect.Effect.Success<ReturnType<typeof server>>
@@ -85,6 +85,43 @@ const clients = [
     }
   }
 ] as const
+
+// The wait has no canceler (fix 35): an interrupted pull leaves its `resume` behind, and the body's signal then goes to
+// it. Nothing may be lost by that.
+describe("the body reader over the undici client, a wait interrupted before its signal", () => {
+  it.effect("loses nothing: what arrived meanwhile is read by the next pull at once, the body still open", () => {
+    let more = () => {}
+    return withClient(NodeHttpClient.layerUndici, (_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" })
+      res.write("first")
+      // the rest when the test says, and no end: only the bytes' own signal can wake a pull
+      more = () => res.write("second")
+    }, (s) =>
+      Effect.scoped(Effect.gen(function*() {
+        const response = yield* post(s.url)
+        const readable = Body.undiciBody(response)!.readable as unknown as NodeJS.ReadableStream & {
+          readonly readableLength: number
+        }
+        const pull = yield* Body.pull(response)
+        let read = ""
+        while (read !== "first") read += Buffer.concat([...(yield* pull)]).toString("utf8")
+        const waiting = yield* Effect.fork(pull)
+        yield* Effect.repeatN(Effect.yieldNow(), 20)
+        yield* Fiber.interrupt(waiting)
+        more()
+        // the bytes are in the body, their signal given while no pull waited but the interrupted one
+        yield* waitFor(() => readable.readableLength > 0)
+        const next = yield* Effect.fork(pull)
+        yield* waitFor(() => next.unsafePoll() !== null)
+        const exit = next.unsafePoll()
+        assert.isTrue(exit !== null && Exit.isSuccess(exit), "the next pull waits for a signal that was given")
+        assert.strictEqual(
+          Buffer.concat([...(exit as Exit.Success<Chunk.Chunk<Uint8Array>, unknown>).value]).toString(),
+          "second"
+        )
+      })))
+  })
+})
 
 describe("the body reader over the undici client, released before its end is read", () => {
   it.effect("a body whose every byte has arrived is destroyed with one error made once, not undici's abort error", () =>
