@@ -405,4 +405,25 @@ describe("the deadline queue", () => {
       assert.deepStrictEqual(told, ["second", "later"])
       yield* Deadlines.close(deadlines)
     }))
+
+  it.effect("enterRunning joins only a queue whose timer runs, and keeps it running until its own leave", () =>
+    Effect.gen(function*() {
+      const deadlines = Deadlines.make(settings.idleTimeout)
+      const clock = yield* Effect.clock
+      assert.isFalse(Deadlines.enterRunning(deadlines), "joined a queue with no timer")
+      assert.strictEqual(deadlines.users, 0)
+      yield* Deadlines.open(deadlines)
+      yield* yieldAll
+      assert.isTrue(Deadlines.enterRunning(deadlines))
+      // the user that opened it leaves (an attempt's end); the one that joined (a body's drain) keeps it timed
+      yield* Deadlines.close(deadlines)
+      assert.isDefined(deadlines.timer)
+      const told: Array<string> = []
+      Deadlines.arm(deadlines, clock, Effect.sync(() => told.push("cut")))
+      yield* TestClock.adjust("120 seconds")
+      assert.deepStrictEqual(told, ["cut"])
+      Deadlines.leave(deadlines)
+      assert.isUndefined(deadlines.timer, "the timer runs on after its last user")
+      assert.strictEqual(deadlines.users, 0)
+    }))
 })

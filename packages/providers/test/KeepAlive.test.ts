@@ -83,9 +83,26 @@ for (const { layer, name } of clients) {
             assert.strictEqual(done.count(), i, "the body's end had not arrived")
             end(i)
             yield* waitFor(() => done.count() === i + 1)
+            assert.strictEqual(done.count(), i + 1, "the body's end was not read")
             yield* turns(2)
           }
           assert.strictEqual(s.received.length, 3)
+          assert.deepStrictEqual(s.aborted, [])
+          assert.strictEqual(connections(), 1)
+        }).pipe(Effect.provide(layer)))
+
+      it.scoped("is kept when what follows the terminal is within Body.trailerBytes", () =>
+        Effect.gen(function*() {
+          const done = yield* completions()
+          const { connections, end, s, write } = yield* holding(() => subject.success)
+          assert.strictEqual((yield* reply(subject, s.url)).text, "Hello")
+          // after the reply, a comment line 1 KiB within the bound, then the end
+          write(0, `: ${"x".repeat(Body.trailerBytes - 1024)}\n\n`)
+          end(0)
+          yield* waitFor(() => done.count() === 1)
+          assert.strictEqual(done.count(), 1, "the body's end was not read")
+          yield* turns(2)
+          assert.strictEqual((yield* reply(subject, s.url)).text, "Hello")
           assert.deepStrictEqual(s.aborted, [])
           assert.strictEqual(connections(), 1)
         }).pipe(Effect.provide(layer)))

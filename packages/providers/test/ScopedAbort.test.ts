@@ -9,17 +9,18 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Scope } from "effect"
 import * as ScopedAbort from "../src/internal/scopedAbort.js"
-import { server, turns } from "./support/harness.js"
+import { server, turns, waitFor } from "./support/harness.js"
 
 describe("a send scoped to its scope", () => {
   it.scoped("is aborted when the scope closes before the response", () =>
     Effect.gen(function*() {
       // never answered
       const s = yield* server(() => {})
-      const client = ScopedAbort.withScope(yield* HttpClient.HttpClient)
+      const client = ScopedAbort.scopedClient(yield* HttpClient.HttpClient)
       const scope = yield* Scope.make()
       const fiber = yield* Effect.fork(Scope.extend(client.execute(HttpClientRequest.post(`${s.url}/x`)), scope))
-      while (s.received.length === 0) yield* turns(1)
+      yield* waitFor(() => s.received.length > 0)
+      assert.strictEqual(s.received.length, 1)
       yield* Scope.close(scope, Exit.void)
       yield* s.awaitAbort(0)
       const exit = yield* fiber.await
@@ -33,7 +34,7 @@ describe("a send scoped to its scope", () => {
         res.writeHead(200, { "content-type": "text/plain" })
         res.write("started")
       })
-      const client = ScopedAbort.withScope(yield* HttpClient.HttpClient)
+      const client = ScopedAbort.scopedClient(yield* HttpClient.HttpClient)
       const scope = yield* Scope.make()
       yield* Scope.extend(client.execute(HttpClientRequest.post(`${s.url}/x`)), scope)
       const controller = ScopedAbort.take(scope)

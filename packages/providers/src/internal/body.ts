@@ -41,8 +41,11 @@ export type Pull = Effect.Effect<Chunk.Chunk<Uint8Array>, Option.Option<HttpClie
 
 /** What reads a pull's body, for {@link outcomeAt}, {@link abandon} and {@link finish}. */
 interface Handle {
+  /** When the body ended or failed, on the `Clock`; undefined while it is open. */
   readonly at: () => bigint | undefined
+  /** Ends the wait in progress, or the next one. */
   readonly abandon: () => void
+  /** Marks the body as read as far as its reader needs: its release reads the rest first. */
   readonly finish: () => void
 }
 
@@ -85,7 +88,7 @@ export const abandonable = (pull: Pull): boolean => handles.has(pull)
  * [DONE]`, the chunked encoding's end) is read and dropped when the body is released, rather than the request aborted,
  * so that its connection is kept for the next request. Bounded: at most {@link trailerBytes} more, within the idle
  * timeout; past either, the body is destroyed and the request aborted, as a release before the end is. Only for undici's
- * body read by {@link pullIn} with the idle deadlines; any other body is released as before (fix 34 of
+ * body and a web body read by {@link pullIn} with the idle deadlines; any other body is released as before (fix 34 of
  * docs/performance.md).
  *
  * @internal
@@ -200,7 +203,7 @@ export const pull = (response: HttpClientResponse.HttpClientResponse): Effect.Ef
  * those, without looking the scope and the clock up (a provider's attempt has them in hand: `attempt.ts`).
  *
  * The abort of a send scoped to `scope` (`scopedAbort.ts`) is taken over: the body's release aborts the request. With
- * `idle`, the provider's idle deadlines (open while the body is released), undici's body is read to its end when it is
+ * `idle`, the provider's idle deadlines (open while the body is released), the body is read to its end when it is
  * released after {@link finish}.
  *
  * @internal
@@ -211,14 +214,17 @@ export const pullIn = (
   clock: Clock.Clock,
   idle?: Deadlines.Deadlines
 ): Effect.Effect<Pull> | undefined => {
+  // taken as the release is added to the scope, in the same uninterruptible step: taken any earlier, an interruption
+  // between the two would leave the request with no abort at all
   const undici = undiciBody(response)
   if (undici !== undefined) {
-    const controller = undici.controller ?? ScopedAbort.take(scope)
+    const controller = () => undici.controller ?? ScopedAbort.take(scope)
     return fromReadable(response, undici.readable, controller, clock, scope, idle)
   }
   const web = webBody(response)
   if (web !== undefined) {
-    return fromWeb(response, web.body, web.controller ?? ScopedAbort.take(scope), clock, scope, idle)
+    const controller = () => web.controller ?? ScopedAbort.take(scope)
+    return fromWeb(response, web.body, controller, clock, scope, idle)
   }
   return undefined
 }
@@ -252,7 +258,7 @@ const acquireReleased = <A>(
 const fromWeb = (
   response: HttpClientResponse.HttpClientResponse,
   body: ReadableStream<Uint8Array>,
-  controller: AbortController | undefined,
+  controllerOf: () => AbortController | undefined,
   clock: Clock.Clock,
   scope: Scope.Scope,
   idle: Deadlines.Deadlines | undefined
@@ -261,14 +267,13 @@ const fromWeb = (
     acquireReleased(
       scope,
       // whether the reader has all it needs (`finish`), and whether the body has ended or failed
-      () => ({ reader: body.getReader(), state: { finished: false, settled: false } }),
+      () => ({ reader: body.getReader(), controller: controllerOf(), state: { finished: false, settled: false } }),
       // decided when the body is released
-      ({ reader, state }) =>
+      ({ controller, reader, state }) =>
         Effect.suspend(() => {
-          if (state.finished && !state.settled && idle !== undefined && Deadlines.join(idle)) {
-            drainWeb(reader, controller, idle, clock)
-            return Effect.void
-          }
+          if (
+            state.finished && !state.settled && idle !== undefined && drainWeb(reader, controller, idle, clock)
+          ) return Effect.void
           // a failed body's `cancel` rejects with its failure, which the pull has already told
           return Effect.uninterruptible(Effect.promise(() =>
             reader.cancel().then(noop, noop).finally(() => {
@@ -353,6 +358,12 @@ const fromWeb = (
  */
 const released: Error = new Error("the response body was released before its end was read")
 
+/** undici's body, which can read itself to its end (`dump`). */
+type Dumpable = NodeReadable & Required<Pick<NodeReadable, "dump">>
+
+/** Whether `readable` is undici's own body, with its `dump`. */
+const dumpable = (readable: NodeReadable): readable is Dumpable => typeof readable.dump === "function"
+
 /**
  * Reads what is left of a released body to its end and drops it ({@link finish}), as a user of the idle deadlines
  * `idle` for as long as it lasts: at most `limit` bytes received in all, and the idle timeout from now. The request is
@@ -360,13 +371,13 @@ const released: Error = new Error("the response body was released before its end
  * False when the queue's timer is not running (the attempt has left it), and nothing is done.
  */
 const drain = (
-  readable: NodeReadable & Required<Pick<NodeReadable, "dump">>,
+  readable: Dumpable,
   controller: AbortController | undefined,
   limit: number,
   idle: Deadlines.Deadlines,
   clock: Clock.Clock
 ): boolean => {
-  if (!Deadlines.join(idle)) return false
+  if (!Deadlines.enterRunning(idle)) return false
   const stop = new AbortController()
   // told as the body's error, heard by undici's own no-op: made once, as for a release (`released`)
   const deadline = Deadlines.arm(idle, clock, Effect.sync(() => stop.abort(released)))
@@ -375,21 +386,23 @@ const drain = (
     Deadlines.leave(idle)
     controller?.abort()
   }
-  readable.dump({ limit, signal: stop.signal }).then(settle, settle)
+  // in a promise's step, so that a `dump` that throws settles too (the abort then ends the body)
+  Promise.resolve().then(() => readable.dump({ limit, signal: stop.signal })).then(settle, settle)
   return true
 }
 
 /**
  * {@link drain} for a web body: its reader's reads until its end, at most {@link trailerBytes} of them and within the
- * idle timeout from now, then its `cancel` (a no-op for a body that has ended) and the request's abort. `idle` has
- * been joined (`Deadlines.join`); it is left once done.
+ * idle timeout from now, then its `cancel` (a no-op for a body that has ended) and the request's abort. False when the
+ * queue's timer is not running, and nothing is done.
  */
 const drainWeb = (
   reader: ReadableStreamDefaultReader<Uint8Array>,
   controller: AbortController | undefined,
   idle: Deadlines.Deadlines,
   clock: Clock.Clock
-): void => {
+): boolean => {
+  if (!Deadlines.enterRunning(idle)) return false
   let left = trailerBytes
   let cut = false
   const deadline = Deadlines.arm(
@@ -414,10 +427,8 @@ const drainWeb = (
     })
   }
   next().then(settle, settle)
+  return true
 }
-
-const dumpable = (readable: NodeReadable): readable is NodeReadable & Required<Pick<NodeReadable, "dump">> =>
-  typeof readable.dump === "function"
 
 /**
  * undici's body's pull: every read buffered at the time of the pull, or a wait for the body's `readable`, `end` or
@@ -427,7 +438,7 @@ const dumpable = (readable: NodeReadable): readable is NodeReadable & Required<P
 const fromReadable = (
   response: HttpClientResponse.HttpClientResponse,
   readable: NodeReadable,
-  controller: AbortController | undefined,
+  controllerOf: () => AbortController | undefined,
   clock: Clock.Clock,
   scope: Scope.Scope,
   idle: Deadlines.Deadlines | undefined
@@ -436,6 +447,7 @@ const fromReadable = (
     acquireReleased(
       scope,
       () => {
+        const controller = controllerOf()
         // the body's end (`None`) or failure, once it is known, and when it became known
         let outcome: Option.Option<HttpClientError.ResponseError> | undefined = readable.readable
           ? undefined
@@ -446,16 +458,16 @@ const fromReadable = (
         // the body signalled since the last `read()` while no pull waited (the fiber may yield between a `read()`
         // that found nothing and its wait): the wait then passes at once, as the platform's latch would
         let signalled = false
-        // abandoned while no pull waited: the next wait returns at once
+        // abandoned since the last wait began: the next wait returns at once
         let abandoned = false
         // the bytes read, and whether the reader has all it needs of them (`finish`)
         let total = 0
         let finished = false
         // The wait has no canceler: `Effect.async` with one wraps each wait in `Effect.onInterrupt`, about nine
-        // operations more per wait (fix 35). A wait interrupted before its signal leaves its `resume` here, which the
-        // runtime ignores once the fiber has moved on. Nothing is lost by it: a pull reads what the body has before it
-        // waits, and the end or failure is kept in `outcome`; and the signal is kept as well, so the next wait passes
-        // at once to read again.
+        // operations more per wait (fix 35). A wait interrupted before it was resumed leaves its `resume` here until
+        // the next pull, and the runtime ignores it once the fiber has moved on. Nothing is lost by it: a pull reads
+        // what the body has before it waits, the end or failure is kept in `outcome`, and the signal and an
+        // abandonment are kept as well (`signalled`, `abandoned`), so the next wait passes at once.
         const wake = () => {
           signalled = true
           const resume = waiting
@@ -487,6 +499,8 @@ const fromReadable = (
           waiting = resume
         })
         const read: Pull = Effect.suspend(() => {
+          // a wait that was interrupted is over: its `resume` is not kept
+          waiting = undefined
           signalled = false
           let bytes = readable.read()
           if (bytes === null) {
@@ -518,12 +532,14 @@ const fromReadable = (
           }
           controller?.abort()
         }
-        // nothing is lost: what the body has stays buffered in it for the next `read()`
+        // Nothing is lost: what the body has stays buffered in it for the next `read()`. Kept for the next wait even when
+        // a wait is resumed, which may be one interrupted (its `resume` ignored): a wait that was resumed makes the
+        // next one return an empty chunk too, which its reader passes over.
         const abandon = () => {
+          abandoned = true
           const resume = waiting
           waiting = undefined
           if (resume !== undefined) resume(nothing)
-          else abandoned = true
         }
         const finish = () => {
           finished = true

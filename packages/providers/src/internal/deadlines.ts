@@ -145,7 +145,7 @@ export const enter = (
  *
  * @internal
  */
-export const join = (deadlines: Deadlines): boolean => {
+export const enterRunning = (deadlines: Deadlines): boolean => {
   if (deadlines.timer === undefined) return false
   deadlines.users++
   return true

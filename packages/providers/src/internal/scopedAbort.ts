@@ -51,7 +51,7 @@ const scoped = new WeakMap<
  *
  * @internal
  */
-export const withScope = (
+export const scopedClient = (
   client: HttpClient.HttpClient
 ): HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope> => {
   let found = scoped.get(client)
@@ -78,7 +78,7 @@ export const withScope = (
 }
 
 /**
- * Takes over the abort of the send scoped to `scope` (by {@link withScope}): closing the scope no longer aborts it,
+ * Takes over the abort of the send scoped to `scope` (by {@link scopedClient}): closing the scope no longer aborts it,
  * and the caller must. Undefined when no send was scoped there, or its abort was taken already.
  *
  * @internal

@@ -67,16 +67,15 @@ export const execute = (
   )
 
 /**
- * A generation's send within its attempt (`attempt.ts`), timed by the attempt's first-byte queue rather than by a
- * race: the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped in the
- * attempt's scope (the current one; `scopedAbort.ts`, as `HttpClient.withScope` scopes it), so that closing that scope
- * aborts it, until the body read in that scope takes the abort over. A first-byte
- * deadline that passes closes the attempt's scope, and the request's failure is then told as the `Timeout`.
- * `Effect.timeoutFail` forks two fibers per send and joins the winner's fiber refs back: that measured about 30 MB
- * of figure 3's peak RSS (docs/performance.md, fix 25). One fiber times the sends of a provider (`deadlines.ts`).
- * The timeout relies on the client honouring the request's `AbortSignal`, as every client of @effect/platform does.
- * Interruption aborts the request (the attempt's scope closes) and stays interruption; the deadline of an interrupted
- * send is disarmed when the attempt ends.
+ * A generation's send within its attempt (`attempt.ts`), timed by the attempt's first-byte queue rather than by a race:
+ * the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped in the attempt's
+ * scope (the current one; `scopedAbort.ts`, as `HttpClient.withScope` scopes it), so that closing that scope aborts it,
+ * until the body read in that scope takes the abort over. A first-byte deadline that passes closes the attempt's scope,
+ * and the request's failure is then told as the `Timeout`. `Effect.timeoutFail` forks two fibers per send and joins the
+ * winner's fiber refs back: that measured about 30 MB of figure 3's peak RSS (docs/performance.md, fix 25). One fiber
+ * times the sends of a provider (`deadlines.ts`). The timeout relies on the client honouring the request's
+ * `AbortSignal`, as every client of @effect/platform does. Interruption aborts the request (the attempt's scope closes)
+ * and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends.
  *
  * @internal
  */
@@ -99,7 +98,7 @@ export const sendIn = (
         Deadlines.disarm(attempt.firstByte, entry)
         attempt.sending = undefined
       }
-      return Effect.matchEffect(ScopedAbort.withScope(client).execute(request), {
+      return Effect.matchEffect(ScopedAbort.scopedClient(client).execute(request), {
         onFailure: (error) => {
           settle()
           return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
