@@ -227,13 +227,16 @@ export const fedResponse = () => {
 
 /**
  * Waits, with no time passing on the TestClock, until `done` holds: a turn of the event loop at a time (a web body's
- * reads settle on promises), at most 1,000 turns.
+ * reads settle on promises), at most 1,000 turns; a defect if it still does not hold then, so that a test fails here
+ * rather than at a later, misleading assertion.
  */
 export const waitFor = (done: () => boolean) =>
   Effect.repeat(Effect.promise(() => new Promise((resolve) => setImmediate(resolve))), {
     until: () => done(),
     times: 1000
-  })
+  }).pipe(
+    Effect.flatMap(() => done() ? Effect.void : Effect.dieMessage("waitFor: the condition did not hold in 1,000 turns"))
+  )
 
 /** `n` turns of the event loop, with no time passing on the TestClock: what is pending on I/O settles. */
 export const turns = (n: number) =>
