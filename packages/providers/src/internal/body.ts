@@ -348,13 +348,14 @@ const fromWeb = (
 
 /**
  * What a body released before its end was read is destroyed with. Reading usually stops at the protocol's terminal
- * event, before the body's end is read, so most bodies are released open (and, since fix 34, read to their end then,
- * unless they pass the bounds of {@link drain}, which destroys them with this too). Destroyed with no error, undici's
- * body made a `RequestAbortedError` for each of them, and Node's `destroy` read its stack (to avoid a V8 leak): a stack
- * formatted once per reply, source maps and all where they are on (docs/performance.md, fix 28). One error made once is
- * formatted once. Nobody sees it: the pull's listeners are off and the release listens with a no-op. What undici does
- * to the request is unchanged: a request whose every byte has arrived is over and stays so (its connection kept for the
- * next request), and one still arriving is aborted with undici's own error, as before.
+ * event, before the body's end is read, so most bodies are released open (and, since fix 34, read to their end then:
+ * {@link drain} destroys one with this too when its time is up, and undici's `dump` with its own error past its bytes).
+ * Destroyed with no error, undici's body made a `RequestAbortedError` for each of them, and Node's `destroy` read its
+ * stack (to avoid a V8 leak): a stack formatted once per reply, source maps and all where they are on
+ * (docs/performance.md, fix 28). One error made once is formatted once. Nobody sees it: the pull's listeners are off
+ * and the release listens with a no-op. What undici does to the request is unchanged: a request whose every byte has
+ * arrived is over and stays so (its connection kept for the next request), and one still arriving is aborted with
+ * undici's own error, as before.
  */
 const released: Error = new Error("the response body was released before its end was read")
 
@@ -365,10 +366,33 @@ type Dumpable = NodeReadable & Required<Pick<NodeReadable, "dump">>
 const dumpable = (readable: NodeReadable): readable is Dumpable => typeof readable.dump === "function"
 
 /**
- * Reads what is left of a released body to its end and drops it ({@link finish}), as a user of the idle deadlines
- * `idle` for as long as it lasts: at most `limit` bytes received in all, and the idle timeout from now. The request is
- * aborted once the body has closed: a no-op for a request whose every byte has arrived, whose connection undici keeps.
- * False when the queue's timer is not running (the attempt has left it), and nothing is done.
+ * Runs `read`, what reads the rest of a released body ({@link finish}), as a user of the idle deadlines `idle` for as
+ * long as it lasts, under a deadline the idle timeout from now that runs `cut`; then `after`. `read` starts in a
+ * promise's step, so that one that throws settles too. False when the queue's timer is not running (the attempt has
+ * left it), and nothing is done.
+ */
+const draining = (
+  idle: Deadlines.Deadlines,
+  clock: Clock.Clock,
+  read: () => Promise<unknown>,
+  cut: () => void,
+  after: () => void
+): boolean => {
+  if (!Deadlines.enterRunning(idle)) return false
+  const deadline = Deadlines.arm(idle, clock, Effect.sync(cut))
+  const settle = () => {
+    Deadlines.disarm(idle, deadline)
+    Deadlines.leave(idle)
+    after()
+  }
+  Promise.resolve().then(read).then(settle, settle)
+  return true
+}
+
+/**
+ * Reads what is left of undici's released body to its end and drops it, by its own `dump` ({@link draining}): at most
+ * `limit` bytes received in all, and the idle timeout from now. The request is aborted once the body has closed: a
+ * no-op for a request whose every byte has arrived, whose connection undici keeps.
  */
 const drain = (
   readable: Dumpable,
@@ -377,24 +401,20 @@ const drain = (
   idle: Deadlines.Deadlines,
   clock: Clock.Clock
 ): boolean => {
-  if (!Deadlines.enterRunning(idle)) return false
   const stop = new AbortController()
-  // told as the body's error, heard by undici's own no-op: made once, as for a release (`released`)
-  const deadline = Deadlines.arm(idle, clock, Effect.sync(() => stop.abort(released)))
-  const settle = () => {
-    Deadlines.disarm(idle, deadline)
-    Deadlines.leave(idle)
-    controller?.abort()
-  }
-  // in a promise's step, so that a `dump` that throws settles too (the abort then ends the body)
-  Promise.resolve().then(() => readable.dump({ limit, signal: stop.signal })).then(settle, settle)
-  return true
+  return draining(
+    idle,
+    clock,
+    () => readable.dump({ limit, signal: stop.signal }),
+    // told as the body's error, heard by undici's own no-op: made once, as for a release (`released`)
+    () => stop.abort(released),
+    () => controller?.abort()
+  )
 }
 
 /**
  * {@link drain} for a web body: its reader's reads until its end, at most {@link trailerBytes} of them and within the
- * idle timeout from now, then its `cancel` (a no-op for a body that has ended) and the request's abort. False when the
- * queue's timer is not running, and nothing is done.
+ * idle timeout from now, then its `cancel` (a no-op for a body that has ended) and the request's abort.
  */
 const drainWeb = (
   reader: ReadableStreamDefaultReader<Uint8Array>,
@@ -402,32 +422,28 @@ const drainWeb = (
   idle: Deadlines.Deadlines,
   clock: Clock.Clock
 ): boolean => {
-  if (!Deadlines.enterRunning(idle)) return false
   let left = trailerBytes
   let cut = false
-  const deadline = Deadlines.arm(
-    idle,
-    clock,
-    Effect.sync(() => {
-      cut = true
-      reader.cancel().then(noop, noop)
-    })
-  )
   const next = (): Promise<unknown> =>
     reader.read().then((result) => {
       if (result.done || cut) return
       left -= result.value.length
       return left < 0 ? reader.cancel() : next()
     })
-  const settle = () => {
-    Deadlines.disarm(idle, deadline)
-    Deadlines.leave(idle)
-    reader.cancel().then(noop, noop).finally(() => {
-      controller?.abort()
-    })
-  }
-  next().then(settle, settle)
-  return true
+  return draining(
+    idle,
+    clock,
+    next,
+    () => {
+      cut = true
+      reader.cancel().then(noop, noop)
+    },
+    () => {
+      reader.cancel().then(noop, noop).finally(() => {
+        controller?.abort()
+      })
+    }
+  )
 }
 
 /**

@@ -85,7 +85,7 @@ export const scopedClient = (
  */
 export const take = (scope: Scope.Scope): AbortController | undefined => {
   const abort = aborts.get(scope)
-  if (abort === undefined || abort.taken) return undefined
+  if (abort === undefined) return undefined
   abort.taken = true
   aborts.delete(scope)
   return abort.controller
