@@ -7,11 +7,12 @@
  * plain loop on the parts DESIGN §3 mandates (`support/effectClient.ts`: @effect/platform's `HttpClient` over undici,
  * its body as a `Stream`, `Effect.retry` with the same fixed spacing). A fourth is the least a client on that
  * `HttpClient` does (`EffectClient.chatLeast`: the undici body read in one promise, a recursive retry), which shows
- * what the platform's client costs by itself. The four take turns for `rounds` rounds (the order rotates); the table
- * shows medians, and the target is judged on the largest peak. Each child also reports its CPU time over the run
- * (every thread of the process, user and system), which moves less from run to run than the wall time: with the
- * simulator on one of two cores, the plain loop's wall is the simulator's, and a client that needs more CPU than the
- * other core gives it takes longer than that. After the rounds, each Effect client runs once more with the runtime's
+ * what the platform's client costs by itself. The four take turns for `rounds` rounds (the order rotates; `npm run
+ * bench` runs four, so each client takes each place once); the table shows medians, and the target is judged on the
+ * largest peak. Each child also reports its CPU time over the run (every thread of the process, user and system),
+ * which moves less from run to run than the wall time, and the simulator reports its own while it served that child:
+ * with the simulator on one of two cores, the plain loop's wall is about the simulator's CPU time, and a client whose
+ * threads take more of the second core than the simulator leaves takes longer than that. After the rounds, each Effect client runs once more with the runtime's
  * operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count the machine does not move.
  * Last, each client's live-heap probe (`runLive`): the heap it holds per stream with 1,000 streams stalled mid-reply,
  * what the collector copies while the figure runs; like the count, it moves by a fraction of a KB from run to run.
@@ -89,6 +90,11 @@ export interface ChildResult {
   readonly peakHeapMB: number
   /** Operations the Effect runtime ran per attempt, counted in a run of its own (`count`); absent for the loop. */
   readonly opsPerAttempt?: number | undefined
+  /**
+   * The simulator's CPU time while it served this child (every thread of its process, from the moment it listened;
+   * set by the parent). The plain loop's wall is about this: the simulator is the figure's bottleneck.
+   */
+  readonly simulatorCpuMs?: number | undefined
 }
 
 /** What the live-heap probe (`child <mode> <url> <n> live`) measured. */
@@ -231,6 +237,8 @@ export interface Side {
   readonly attempts: number
   readonly wallMs: Summary
   readonly cpuMs: Summary
+  /** The simulator's CPU time while it served the side's children (`ChildResult.simulatorCpuMs`). */
+  readonly simulatorCpuMs: Summary
   readonly rssBeforeMB: Summary
   readonly peakRssMB: Summary
   /** (peak RSS − RSS before) per stream, KB. */
@@ -276,6 +284,7 @@ const side = (
   attempts: runs[0].attempts,
   wallMs: summarize(runs.map((r) => r.wallMs)),
   cpuMs: summarize(runs.map((r) => r.cpuMs)),
+  simulatorCpuMs: summarize(runs.map((r) => r.simulatorCpuMs ?? Number.NaN)),
   rssBeforeMB: summarize(runs.map((r) => r.rssBeforeMB)),
   peakRssMB: summarize(runs.map((r) => r.peakRssMB)),
   rssPerStreamKB: summarize(runs.map((r) => (r.peakRssMB - r.rssBeforeMB) * 1024 / r.streams))
@@ -284,20 +293,28 @@ const side = (
 export const run = async (options: { streams: number; rounds: number }): Promise<ConcurrencyResult> => {
   const dir = Server.tempDir()
   const modes = ["reprise", "baseline", "floor", "least"]
-  // one child of this figure against a fresh simulator: its script counts requests from the start
-  const childWith = async <A>(serverScript: unknown, mode: string, kind?: "count" | "live"): Promise<A> => {
+  // one child of this figure against a fresh simulator: its script counts requests from the start; the simulator's
+  // CPU time while it served the child comes back with the child's result
+  const childWith = async <A>(
+    serverScript: unknown,
+    mode: string,
+    kind?: "count" | "live"
+  ): Promise<A & { readonly simulatorCpuMs: number | undefined }> => {
     const server = await Server.start(dir, serverScript)
+    let result: A
     try {
-      return await child("concurrency.ts", [
+      result = await child("concurrency.ts", [
         "child",
         mode,
         server.url,
         String(options.streams),
         ...(kind === undefined ? [] : [kind])
       ])
-    } finally {
+    } catch (error) {
       await server.stop()
+      throw error
     }
+    return { ...result, simulatorCpuMs: await server.stop() }
   }
   const committed = (mode: string, result: ChildResult) => {
     if (result.ok !== options.streams) throw new Error(`${mode}: ${result.ok} of ${options.streams} streams committed`)
@@ -350,6 +367,7 @@ export const print = (r: ConcurrencyResult) =>
       "attempts",
       "wall ms",
       "CPU ms",
+      "simulator CPU ms",
       "streams/s",
       "RSS before MB",
       "peak RSS MB",
@@ -371,6 +389,7 @@ export const print = (r: ConcurrencyResult) =>
       String(c.attempts),
       fmt(c.wallMs.median, 0),
       fmt(c.cpuMs.median, 0),
+      fmt(c.simulatorCpuMs.median, 0),
       fmt(r.streams / (c.wallMs.median / 1000), 0),
       fmt(c.rssBeforeMB.median, 1),
       fmt(c.peakRssMB.median, 1),

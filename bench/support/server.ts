@@ -11,7 +11,11 @@ import { plainNodeImports } from "./stats.js"
 export interface Server {
   readonly url: string
   readonly pid: number
-  readonly stop: () => Promise<void>
+  /**
+   * Ends the simulator; resolves with the CPU time it took from the moment it listened (ms, every thread), or
+   * `undefined` if it could not say (it had exited already, or was killed).
+   */
+  readonly stop: () => Promise<number | undefined>
 }
 
 export const tempDir = (): string => Fs.mkdtempSync(Path.join(Os.tmpdir(), "reprise-bench-"))
@@ -33,13 +37,22 @@ export const start = (dir: string, script: unknown): Promise<Server> =>
       if (line === undefined) return
       proc.stdout.off("data", onData)
       const { url } = JSON.parse(line) as { url: string }
+      // what it prints as it exits: its CPU time since it listened
+      let rest = ""
+      proc.stdout.on("data", (d: Buffer) => {
+        rest += d.toString()
+      })
+      const cpuMs = () => {
+        const last = rest.split("\n").find((l) => l.startsWith("{\"cpuMs\""))
+        return last === undefined ? undefined : (JSON.parse(last) as { cpuMs: number }).cpuMs
+      }
       resolve({
         url,
         pid: proc.pid!,
         stop: () =>
-          new Promise<void>((done) => {
-            if (proc.exitCode !== null) return done()
-            proc.once("close", () => done())
+          new Promise<number | undefined>((done) => {
+            if (proc.exitCode !== null) return done(undefined)
+            proc.once("close", () => done(cpuMs()))
             proc.stdin.end()
             setTimeout(() => proc.kill("SIGKILL"), 5000).unref()
           })
