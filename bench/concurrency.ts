@@ -10,10 +10,12 @@
  * what the platform's client costs by itself. The four take turns for `rounds` rounds (the order rotates; `npm run
  * bench` runs four, so each client takes each place once); the table shows medians, and the target is judged on the
  * largest peak. Each child also reports its CPU time over the run (every thread of the process, user and system),
- * which moves less from run to run than the wall time, and the simulator reports its own while it served that child:
- * with the simulator on one of two cores, the plain loop's wall is about the simulator's CPU time, and a client whose
- * threads take more of the second core than the simulator leaves takes longer than that. After the rounds, each Effect client runs once more with the runtime's
- * operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count the machine does not move.
+ * which moves less from run to run than the wall time, and the simulator reports its own over that child (from the
+ * moment it listens until it is stopped after the child). The simulator is the figure's bottleneck: with the plain
+ * loop its CPU time is a little over the loop's wall (it uses some of the second core too), and a client that needs
+ * more CPU leaves it less of the two cores, and takes longer. After the rounds, each Effect client runs once more with
+ * the runtime's operation hook on (`opCounter`), not timed: the Effect operations per attempt, a count the machine
+ * does not move.
  * Last, each client's live-heap probe (`runLive`): the heap it holds per stream with 1,000 streams stalled mid-reply,
  * what the collector copies while the figure runs; like the count, it moves by a fraction of a KB from run to run.
  */
@@ -91,8 +93,9 @@ export interface ChildResult {
   /** Operations the Effect runtime ran per attempt, counted in a run of its own (`count`); absent for the loop. */
   readonly opsPerAttempt?: number | undefined
   /**
-   * The simulator's CPU time while it served this child (every thread of its process, from the moment it listened;
-   * set by the parent). The plain loop's wall is about this: the simulator is the figure's bottleneck.
+   * The simulator's CPU time over this child (every thread of its process, from the moment it listened until it was
+   * stopped after the child exited: the child's start and end are in it, when the simulator is idle but for the
+   * connections' closing; set by the parent). The simulator is the figure's bottleneck.
    */
   readonly simulatorCpuMs?: number | undefined
 }
@@ -237,7 +240,7 @@ export interface Side {
   readonly attempts: number
   readonly wallMs: Summary
   readonly cpuMs: Summary
-  /** The simulator's CPU time while it served the side's children (`ChildResult.simulatorCpuMs`). */
+  /** The simulator's CPU time over each of the side's children (`ChildResult.simulatorCpuMs`), where it said. */
   readonly simulatorCpuMs: Summary
   readonly rssBeforeMB: Summary
   readonly peakRssMB: Summary
@@ -284,7 +287,8 @@ const side = (
   attempts: runs[0].attempts,
   wallMs: summarize(runs.map((r) => r.wallMs)),
   cpuMs: summarize(runs.map((r) => r.cpuMs)),
-  simulatorCpuMs: summarize(runs.map((r) => r.simulatorCpuMs ?? Number.NaN)),
+  // over the runs that have it (a simulator that could not say is left out, not counted as a number)
+  simulatorCpuMs: summarize(runs.flatMap((r) => r.simulatorCpuMs === undefined ? [] : [r.simulatorCpuMs])),
   rssBeforeMB: summarize(runs.map((r) => r.rssBeforeMB)),
   peakRssMB: summarize(runs.map((r) => r.peakRssMB)),
   rssPerStreamKB: summarize(runs.map((r) => (r.peakRssMB - r.rssBeforeMB) * 1024 / r.streams))
@@ -389,7 +393,9 @@ export const print = (r: ConcurrencyResult) =>
       String(c.attempts),
       fmt(c.wallMs.median, 0),
       fmt(c.cpuMs.median, 0),
-      fmt(c.simulatorCpuMs.median, 0),
+      c.simulatorCpuMs.n === c.runs.length
+        ? fmt(c.simulatorCpuMs.median, 0)
+        : `n/a (${c.simulatorCpuMs.n} of ${c.runs.length})`,
       fmt(r.streams / (c.wallMs.median / 1000), 0),
       fmt(c.rssBeforeMB.median, 1),
       fmt(c.peakRssMB.median, 1),

@@ -30,35 +30,41 @@ export const start = (dir: string, script: unknown): Promise<Server> =>
       [...plainNodeImports, Path.join(repoRoot, "bench/support/simulator.ts"), file],
       { cwd: repoRoot, stdio: ["pipe", "pipe", "inherit"] }
     )
+    const closed = new Promise<void>((done) => proc.once("close", () => done()))
+    // what it prints: `{"url": …}` once it listens, `{"cpuMs": …}` as it exits
     let out = ""
-    const onData = (d: Buffer) => {
-      out += d.toString()
-      const line = out.split("\n").find((l) => l.startsWith("{"))
-      if (line === undefined) return
-      proc.stdout.off("data", onData)
-      const { url } = JSON.parse(line) as { url: string }
-      // what it prints as it exits: its CPU time since it listened
-      let rest = ""
-      proc.stdout.on("data", (d: Buffer) => {
-        rest += d.toString()
-      })
-      const cpuMs = () => {
-        const last = rest.split("\n").find((l) => l.startsWith("{\"cpuMs\""))
-        return last === undefined ? undefined : (JSON.parse(last) as { cpuMs: number }).cpuMs
+    const printed = (key: string): unknown => {
+      for (const line of out.split("\n")) {
+        if (!line.startsWith(`{"${key}"`)) continue
+        try {
+          return (JSON.parse(line) as Record<string, unknown>)[key]
+        } catch {
+          return undefined
+        }
       }
-      resolve({
-        url,
-        pid: proc.pid!,
-        stop: () =>
-          new Promise<number | undefined>((done) => {
-            if (proc.exitCode !== null) return done(undefined)
-            proc.once("close", () => done(cpuMs()))
-            proc.stdin.end()
-            setTimeout(() => proc.kill("SIGKILL"), 5000).unref()
-          })
-      })
+      return undefined
     }
-    proc.stdout.on("data", onData)
+    const stop = async (): Promise<number | undefined> => {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.stdin.end()
+        const kill = setTimeout(() => proc.kill("SIGKILL"), 5000)
+        await closed
+        clearTimeout(kill)
+      } else {
+        await closed
+      }
+      const cpuMs = printed("cpuMs")
+      return typeof cpuMs === "number" && Number.isFinite(cpuMs) ? cpuMs : undefined
+    }
+    let listening = false
+    proc.stdout.on("data", (d: Buffer) => {
+      out += d.toString()
+      if (listening) return
+      const url = printed("url")
+      if (typeof url !== "string") return
+      listening = true
+      resolve({ url, pid: proc.pid!, stop })
+    })
     proc.on("error", reject)
     proc.on("close", (code) => reject(new Error(`simulator exited early with ${code}: ${out}`)))
   })
