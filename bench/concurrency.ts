@@ -298,7 +298,7 @@ export const run = async (options: { streams: number; rounds: number }): Promise
   const dir = Server.tempDir()
   const modes = ["reprise", "baseline", "floor", "least"]
   // one child of this figure against a fresh simulator: its script counts requests from the start; the simulator's
-  // CPU time while it served the child comes back with the child's result
+  // CPU time over the child comes back with the child's result
   const childWith = async <A>(
     serverScript: unknown,
     mode: string,

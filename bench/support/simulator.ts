@@ -3,7 +3,7 @@
  * `tsx bench/support/simulator.ts <script.json>` prints `{"url": …}` once it listens and runs until its stdin
  * closes (the parent exits or ends it). Before it exits it prints `{"cpuMs": …}`: the CPU time it took from the
  * moment it listened (every thread, user and system), which is what serving its clients cost it (figure 3 reports it
- * next to the client's own; idle, it takes 2–5 ms over 2 s).
+ * next to the client's own; idle, it takes 2–15 ms over 2 s).
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Simulator from "@reprise/simulator/Simulator"
