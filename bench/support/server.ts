@@ -45,14 +45,11 @@ export const start = (dir: string, script: unknown): Promise<Server> =>
       return undefined
     }
     const stop = async (): Promise<number | undefined> => {
-      if (proc.exitCode === null && proc.signalCode === null) {
-        proc.stdin.end()
-        const kill = setTimeout(() => proc.kill("SIGKILL"), 5000)
-        await closed
-        clearTimeout(kill)
-      } else {
-        await closed
-      }
+      const running = proc.exitCode === null && proc.signalCode === null
+      if (running) proc.stdin.end()
+      const kill = running ? setTimeout(() => proc.kill("SIGKILL"), 5000) : undefined
+      await closed
+      clearTimeout(kill)
       const cpuMs = printed("cpuMs")
       return typeof cpuMs === "number" && Number.isFinite(cpuMs) ? cpuMs : undefined
     }
