@@ -8,7 +8,8 @@
  *   `first attempts × (1 + ratio) + floor × seconds`.
  * - **Added latency per send**: sequential successful replies against the simulator, with and without the fleet
  *   layer, in alternating rounds; the difference of the medians of the reply times is the cost the layer adds to a
- *   send (one `deposit` script). The `deposit` round trip alone is measured too.
+ *   send. What a send waits for is a `deposit` answered from the pause the process follows (its credit is sent in
+ *   the background: docs/fleet.md, "Following the pause"); both it and one script round trip are timed too.
  */
 import * as FleetLimits from "@reprise/core/FleetLimits"
 import * as Message from "@reprise/core/Message"
@@ -47,8 +48,10 @@ export interface FleetResult {
   readonly with: Summary
   /** Median with minus median without (ms). */
   readonly addedMedianMs: number
-  /** One `deposit` script round trip (ms). */
+  /** One `deposit` as a send waits for it (ms): answered from the followed pause, credited in the background. */
   readonly deposit: Summary
+  /** One script round trip to Redis (a `withdraw`, ms). */
+  readonly roundTrip: Summary
 }
 
 const freePort = () =>
@@ -184,11 +187,17 @@ export const run = (options: { readonly workers: ReadonlyArray<number>; readonly
         without.push(...yield* timeReplies(false, per))
       }
     }
+    // what a send waits for (answered from the followed pause, its credit sent in the background), and one script
+    // round trip to Redis (a withdrawal: the fleet's own budget, nobody else's)
     const deposits: Array<number> = []
+    const roundTrips: Array<number> = []
     for (let i = 0; i < options.replies; i++) {
       const started = performance.now()
       yield* fleet.deposit
       deposits.push(performance.now() - started)
+      const sent = performance.now()
+      yield* fleet.withdraw
+      roundTrips.push(performance.now() - sent)
     }
     const w = summarize(without)
     const f = summarize(withFleet)
@@ -198,7 +207,8 @@ export const run = (options: { readonly workers: ReadonlyArray<number>; readonly
       without: w,
       with: f,
       addedMedianMs: f.median - w.median,
-      deposit: summarize(deposits)
+      deposit: summarize(deposits),
+      roundTrip: summarize(roundTrips)
     } satisfies FleetResult
   })))
 
@@ -221,7 +231,8 @@ export const print = (r: FleetResult) => {
     [
       ["reply without the fleet layer", r.without],
       ["reply with the fleet layer (Redis)", r.with],
-      ["one deposit script round trip", r.deposit]
+      ["one deposit, as a send waits for it", r.deposit],
+      ["one script round trip (withdraw)", r.roundTrip]
     ].map(([name, s]) => {
       const summary = s as Summary
       return [name as string, fmt(summary.median, 3), fmt(summary.p99, 3), fmt(summary.min, 3), fmt(summary.max, 3)]

@@ -22,6 +22,16 @@ export const keys = (name: string): { readonly budget: string; readonly pause: s
 })
 
 /**
+ * The channel on which a fleet's pause is announced: every pushback that sets or lengthens the pause publishes the
+ * pause in force there (`<milliseconds left>:<status>`), and every process of the fleet follows it
+ * (docs/fleet.md, "Following the pause").
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const pauseChannel = (name: string): string => `reprise:fleet:{${name}}:pauses`
+
+/**
  * The default fleet name of a provider endpoint and key: the base URL's host and path, `#`, and the first 16 hex
  * digits of a SHA-256 of the key (e.g. `api.openai.com/v1#3f9a0c6e12b4d7a8`).
  *

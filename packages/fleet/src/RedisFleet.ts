@@ -10,6 +10,12 @@
  * Each operation is one Lua script run atomically on the server and timed by the server's clock; the keys expire,
  * so an idle fleet leaves none. The per-reply `Budget` (attempts, deadline) applies on top.
  *
+ * **Following the pause.** A second connection subscribes to the fleet's channel, where every pushback announces the
+ * pause it sets. Once subscribed and synced by one read, the process answers `paused` and `deposit` from its copy: a
+ * send waits on Redis for nothing, and a first attempt's credit is sent without awaiting it. Without the
+ * subscription (not yet made, lost, refused by an ACL) each call asks Redis, as it always did (docs/fleet.md,
+ * "Following the pause").
+ *
  * **Faults.** Redis unreachable, slow or restarted never hangs a generation: every call has a short `timeout`
  * (default 200 ms) and the client does not queue commands while disconnected. On a failure the process goes on with
  * its local Budget alone (replays allowed, no pause), reports it once (`FleetUnavailable`), tries Redis again every
@@ -28,13 +34,16 @@ import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import * as FleetAddress from "./FleetAddress.js"
@@ -134,7 +143,12 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     const window = RetryBudget.windowSeconds(settings)
     const ttl = (window + 1) * 1000
     const { budget, pause } = FleetAddress.keys(options.name)
+    const channel = FleetAddress.pauseChannel(options.name)
     const where = FleetAddress.describeUrl(options.url)
+    // The followed pause is timed by this clock, read where no fiber is (the subscriber's messages).
+    const clock = yield* Effect.clock
+    // The subscriber's check runs in the layer's scope: its end interrupts it.
+    const scope = yield* Effect.scope
 
     // The client's own state, kept up to date by its events.
     const link = { ready: 0, lastError: undefined as string | undefined }
@@ -195,21 +209,65 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       (detail) => detail === undefined ? Effect.void : RecoveryNotifications.notify(N.FleetUnavailable({ detail }))
     )
 
-    const evaluate = (script: Scripts.Script, args: ReadonlyArray<string | number>) => {
+    /** Sends the script at once (EVALSHA; EVAL when the server lost its script cache, as a restarted one has). */
+    const run = (script: Scripts.Script, args: ReadonlyArray<string | number>): Promise<unknown> => {
       const names = script.keys.map((key) => key === "budget" ? budget : pause)
-      const attempt = (command: "evalsha" | "eval") =>
-        Effect.tryPromise({
-          try: () =>
-            command === "evalsha"
-              ? client.evalsha(script.sha, names.length, ...names, ...args)
-              : client.eval(script.source, names.length, ...names, ...args),
-          catch: (error) => error
-        })
-      // A restarted server has an empty script cache.
-      return attempt("evalsha").pipe(
-        Effect.catchIf((error) => errorText(error).startsWith("NOSCRIPT"), () => attempt("eval"))
+      return client.evalsha(script.sha, names.length, ...names, ...args).catch((error: unknown) =>
+        errorText(error).startsWith("NOSCRIPT")
+          ? client.eval(script.source, names.length, ...names, ...args)
+          : Promise.reject(error)
       )
     }
+
+    // The pause as this process follows it: a subscriber connection listens on the fleet's channel, where every
+    // pushback that sets a pause announces it. Once a pause was read from Redis after the subscription began
+    // (`following`), the copy here misses nothing, and `deposit` and `paused` answer from it without a round trip
+    // (docs/fleet.md, "Following the pause"). The subscription's loss (`epoch`) stops following until it is back.
+    const follow = {
+      subscribed: false,
+      following: false,
+      epoch: 0,
+      /** The end of the latest pause heard of (`clock`, ms), and its status. */
+      until: 0,
+      status: undefined as number | undefined
+    }
+    const learn = (left: number, status: number | undefined) => {
+      const until = clock.unsafeCurrentTimeMillis() + left
+      if (left > 0 && until > follow.until) {
+        follow.until = until
+        follow.status = status
+      }
+    }
+    const localPause = (): Option.Option<FleetLimits.Pause> =>
+      FleetLimits.pause(Duration.millis(follow.until - clock.unsafeCurrentTimeMillis()), follow.status)
+    /**
+     * Decodes a pause read from Redis and learns it; read by a call sent while subscribed (`epoch` then, or -1), it
+     * makes the copy whole.
+     */
+    const pauseRead = (epoch: number) => (reply: unknown): Option.Option<FleetLimits.Pause> | undefined => {
+      const read = pauseOf(reply)
+      if (read === undefined) return undefined
+      if (Option.isSome(read)) learn(Duration.toMillis(read.value.remaining), read.value.status)
+      if (epoch === follow.epoch && follow.subscribed) follow.following = true
+      return read
+    }
+    const epochNow = () => follow.subscribed ? follow.epoch : -1
+
+    /** Why a script's call failed, in words that name the server and never its credentials. */
+    const unavailable = (error: unknown) =>
+      new Unavailable(
+        client.status === "ready"
+          ? `${where}: ${errorText(error)}`
+          : `${where} is not connected${link.lastError === undefined ? "" : ` (${link.lastError})`}`
+      )
+    /** The store found unavailable at `now` (`Clock`, ms): tried again after `retryInterval`. */
+    const down = (h: Health, detail: string, now: number): Health => ({
+      up: false,
+      reported: h.up ? false : h.reported,
+      detail: h.up || h.detail === "" ? detail : h.detail,
+      retryAt: now + Duration.toMillis(retryInterval),
+      readyCount: link.ready
+    })
 
     /**
      * Runs a script within the timeout and decodes its reply; on any failure, answers `fallback` and marks the
@@ -227,14 +285,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
           yield* reportOutage
           return fallback
         }
-        const result = yield* evaluate(script, args).pipe(
-          Effect.mapError((error) =>
-            new Unavailable(
-              client.status === "ready"
-                ? `${where}: ${errorText(error)}`
-                : `${where} is not connected${link.lastError === undefined ? "" : ` (${link.lastError})`}`
-            )
-          ),
+        const result = yield* Effect.tryPromise({ try: () => run(script, args), catch: unavailable }).pipe(
           Effect.flatMap((reply) => {
             const value = decode(reply)
             return value === undefined
@@ -256,28 +307,106 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
           return result.right
         }
         const now = yield* Clock.currentTimeMillis
-        yield* Ref.update(health, (h) => ({
-          up: false,
-          reported: h.up ? false : h.reported,
-          detail: h.up || h.detail === "" ? result.left.detail : h.detail,
-          retryAt: now + Duration.toMillis(retryInterval),
-          readyCount: link.ready
-        }))
+        yield* Ref.update(health, (h) => down(h, result.left.detail, now))
         yield* reportOutage
         return fallback
       })
 
+    /** A background call failed: the store is unavailable from now on (`clock`, as the followed pause is timed). */
+    const lost = (detail: string) =>
+      Effect.runSync(Ref.update(health, (h) => down(h, detail, clock.unsafeCurrentTimeMillis())))
     const noPause = Option.none<FleetLimits.Pause>()
     const local: FleetLimits.Withdrawal = { allowed: true, replays: 0, allowance: Infinity }
+    const depositArgs = [window, ttl]
+    /** From the followed pause while Redis answers and the copy is whole; otherwise with a round trip. */
+    const followed = <A>(copy: () => Effect.Effect<A>, roundTrip: () => Effect.Effect<A>): Effect.Effect<A> =>
+      Effect.flatMap(Ref.get(health), (h) => h.up && follow.following ? copy() : roundTrip())
+
+    // The subscriber: subscribed again on each connection (it loses its subscription with it), then synced by a read
+    // of the pause. Its errors are the command connection's to report: it fails when that one does.
+    const subscriber = yield* Effect.acquireRelease(
+      Effect.sync(() => client.duplicate({ connectionName: "reprise-fleet-pauses", autoResubscribe: false })),
+      (subscriber) => Effect.sync(() => subscriber.disconnect())
+    )
+    const synced = yield* Deferred.make<void>()
+    subscriber.on("error", () => undefined)
+    subscriber.on("close", () => {
+      follow.subscribed = false
+      follow.following = false
+      follow.epoch++
+    })
+    subscriber.on("ready", () => {
+      const epoch = follow.epoch
+      subscriber.subscribe(channel).then(() => {
+        if (epoch !== follow.epoch) return
+        follow.subscribed = true
+        return run(Scripts.paused, []).then(pauseRead(epoch))
+      }).catch(() => undefined).finally(() => Deferred.unsafeDone(synced, Exit.void))
+    })
+    subscriber.on("message", (_channel: string, message: string) => {
+      // `<ms left>:<status>`, as the pushback script publishes it
+      const [left, status] = message.split(":")
+      const millis = Number(left)
+      const code = Number(status)
+      if (Number.isFinite(millis)) learn(millis, Number.isInteger(code) && code > 0 ? code : undefined)
+    })
+    subscriber.connect().catch(() => undefined)
+    // A subscription lost without a word (a half-open connection) would leave the copy behind: the subscriber is
+    // pinged every `retryInterval`, and one that does not answer within `timeout` is dropped and connected again; the
+    // copy is not trusted until it follows again.
+    const checkSubscriber = Effect.tryPromise(() => subscriber.ping()).pipe(
+      Effect.timeout(timeout),
+      Effect.catchAll(() =>
+        Effect.sync(() => {
+          follow.following = false
+          subscriber.disconnect(true)
+        })
+      )
+    )
+    // Interruptible whatever the layer is built in (the CLI builds it in an uninterruptible region): the scope's end
+    // interrupts it, and an uninterruptible loop would hold that end, and the process, forever.
+    yield* Effect.forkIn(
+      Effect.interruptible(Effect.repeat(
+        Effect.suspend(() => follow.subscribed ? checkSubscriber : Effect.void),
+        Schedule.spaced(retryInterval)
+      )),
+      scope
+    )
+    // with Redis there, the layer is ready once it follows the pause (or failed to): the first send need not ask
+    if (connected) {
+      yield* Effect.interruptible(Deferred.await(synced)).pipe(Effect.timeout(connectTimeout), Effect.ignore)
+    }
+
     return {
-      deposit: call(Scripts.deposit, [window, ttl], pauseOf, noPause),
+      // A first attempt's credit is sent at once and answered in the background: the send waits for nothing but a
+      // pause the copy knows of. One connection keeps the order, so this process's replays are debited after it.
+      deposit: followed(() =>
+        Effect.sync(() => {
+          const epoch = epochNow()
+          // Sent at once, answered in the background with no fiber of its own: its pause is learnt, and a failure
+          // marks the store unavailable, which the next call reports to its scope (as one within the retry interval
+          // does).
+          run(Scripts.deposit, depositArgs).then(
+            (reply) =>
+              pauseRead(epoch)(reply) === undefined
+                ? lost(`${where}: unexpected reply to the deposit script`)
+                : undefined,
+            (error) => lost(unavailable(error).detail)
+          )
+          return localPause()
+        }), () => Effect.suspend(() => call(Scripts.deposit, depositArgs, pauseRead(epochNow()), noPause))),
       withdraw: call(Scripts.withdraw, [window, ttl, settings.ratio, settings.floor], withdrawalOf, local),
-      paused: call(Scripts.paused, [], pauseOf, noPause),
+      paused: followed(
+        () => Effect.sync(localPause),
+        () => Effect.suspend(() => call(Scripts.paused, [], pauseRead(epochNow()), noPause))
+      ),
       pushback: ({ delay, status }) => {
         const millis = Pause.pauseMillis(delay, maxPause)
-        return millis === 0 ? Effect.void : Effect.asVoid(
-          call(Scripts.pushback, [millis, status ?? ""], (reply) => typeof reply === "number" ? reply : undefined, 0)
-        )
+        return millis === 0 ?
+          Effect.void :
+          Effect.suspend(() =>
+            Effect.asVoid(call(Scripts.pushback, [millis, status ?? "", channel], pauseRead(epochNow()), noPause))
+          )
       }
     } satisfies FleetLimits.Service
   })

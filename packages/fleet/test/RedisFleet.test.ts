@@ -65,6 +65,39 @@ const notifying = (f: FleetLimits.Service, notifications: Layer.Layer<never>): F
 
 const serverSecond = inspect((r) => r.time()).pipe(Effect.map(([s]) => Number(s)))
 
+/** The first attempts the fleet's budget holds: a deposit is credited in the background once the fleet follows. */
+const firstAttempts = (name: string) =>
+  inspect((r) => r.hgetall(FleetAddress.keys(name).budget)).pipe(
+    Effect.map((fields) =>
+      Object.entries(fields).reduce((n, [field, count]) => field.startsWith("f:") ? n + Number(count) : n, 0)
+    )
+  )
+
+/** The scripts the server has run (EVALSHA and EVAL), from its command statistics. */
+const scriptsRun = inspect((r) => r.info("commandstats")).pipe(
+  Effect.map((info) =>
+    [...info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((n, m) => n + Number(m[1]), 0)
+  )
+)
+
+/** Whether `paused` answered without running a script on the server. */
+const answersFromCopy = (f: FleetLimits.Service) =>
+  Effect.gen(function*() {
+    const before = yield* scriptsRun
+    yield* f.paused
+    return (yield* scriptsRun) === before
+  })
+
+/** Blocks the server for `seconds` from a connection of its own; resolves when it answers again. */
+const blockServer = (seconds: number) =>
+  Effect.gen(function*() {
+    const server = yield* Server
+    const blocker = new Redis(server.port, "127.0.0.1")
+    yield* Effect.addFinalizer(() => Effect.sync(() => blocker.disconnect()))
+    yield* Effect.promise(() => blocker.ping())
+    return blocker.call("DEBUG", "SLEEP", String(seconds))
+  })
+
 layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })(
   "RedisFleet: the scripts on a real server",
   (it) => {
@@ -110,14 +143,66 @@ layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })
         const other = yield* fleetOf(freshName(), { budget: settings })
         yield* a.deposit
         yield* a.deposit
+        // credited in the background: another connection sees them once Redis ran them
+        yield* eventually(Effect.map(firstAttempts(name), (n) => n === 2))
         assert.isFalse((yield* other.withdraw).allowed, "the other fleet saw no first attempt")
         assert.isTrue((yield* b.withdraw).allowed, "b spends what a deposited")
         assert.isFalse((yield* a.withdraw).allowed, "and a sees b's replay")
         yield* b.pushback({ delay: Duration.seconds(3), status: 429 })
+        // announced on the fleet's channel: a hears of it about when a round trip would have read it
+        yield* eventually(Effect.map(a.paused, (p) => Option.isSome(p)))
         const seen = yield* a.paused
         assert.isTrue(pauseMillis(seen) > 2500 && pauseMillis(seen) <= 3000)
         assert.strictEqual(Option.getOrThrow(seen).status, 429)
         assert.isTrue(Option.isNone(yield* other.paused))
+      }))
+
+    it.scoped("following the pause: deposit and paused answer without a round trip; the credit still lands", () =>
+      Effect.gen(function*() {
+        const rec = yield* recorder
+        const name = freshName()
+        // a timeout longer than the block below: nothing here may be noticed as an outage
+        const f = yield* fleetOf(name, { timeout: Duration.seconds(3) })
+        const g = yield* fleetOf(name)
+        yield* g.pushback({ delay: Duration.seconds(4), status: 503 })
+        yield* eventually(Effect.map(f.paused, (p) => Option.isSome(p)))
+        assert.isTrue(yield* answersFromCopy(f), "a fleet follows the pause from the moment it is made")
+        // Redis blocked for 0.8 s: a round trip would wait it out
+        const sleeping = yield* blockServer(0.8)
+        const started = performance.now()
+        const answers = yield* Effect.all([f.paused, f.deposit, f.deposit]).pipe(Effect.provide(rec.layer))
+        const took = performance.now() - started
+        assert.isTrue(took < 100, `answered in ${took} ms, not after the block`)
+        for (const answer of answers) {
+          assert.isTrue(pauseMillis(answer) > 2500 && pauseMillis(answer) <= 4000, `${pauseMillis(answer)}`)
+          assert.strictEqual(Option.getOrThrow(answer).status, 503)
+        }
+        yield* Effect.promise(() => sleeping)
+        // the two credits were sent at once and land when Redis wakes, with nothing to report
+        yield* eventually(Effect.map(firstAttempts(name), (n) => n === 2))
+        assert.deepStrictEqual(yield* rec.tags, [])
+      }))
+
+    it.scoped("a lost subscription: a pause set meanwhile is read from Redis, and following resumes with it", () =>
+      Effect.gen(function*() {
+        const name = freshName()
+        const f = yield* fleetOf(name, { timeout: Duration.seconds(3) })
+        const g = yield* fleetOf(name)
+        // every subscriber connection of the server is cut (f's and g's); g's pushback is announced to nobody
+        const killed = yield* inspect((r) => r.client("KILL", "TYPE", "pubsub"))
+        assert.isAtLeast(Number(killed), 2)
+        yield* g.pushback({ delay: Duration.seconds(4), status: 429 })
+        yield* eventually(Effect.map(f.paused, (p) => Option.isSome(p)))
+        // subscribed again, f reads the pause once and answers from its copy from then on
+        yield* eventually(answersFromCopy(f))
+        // the copy has the pause f did not hear of: blocked, Redis is not asked
+        const sleeping = yield* blockServer(0.5)
+        const started = performance.now()
+        const seen = yield* f.paused
+        assert.isTrue(performance.now() - started < 100, "answered from the copy")
+        assert.isTrue(pauseMillis(seen) > 2500, `${pauseMillis(seen)}`)
+        assert.strictEqual(Option.getOrThrow(seen).status, 429)
+        yield* Effect.promise(() => sleeping)
       }))
 
     it.scoped("keys: a hash tag per fleet, the budget expires window + 1 s after its last write, the pause at its end", () =>
@@ -191,6 +276,20 @@ describe("RedisFleet: faults", () => {
     }))
 
   layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })("with a server", (it) => {
+    it.scoped("made and released in an uninterruptible region (as the CLI builds it): its end is not held", () =>
+      Effect.gen(function*() {
+        const server = yield* Server
+        const started = performance.now()
+        // past the subscriber's first ping (every 100 ms here) and its pause read
+        yield* Effect.uninterruptible(Effect.scoped(Effect.gen(function*() {
+          const f = yield* RedisFleet.make({ url: server.url, name: freshName(), retryInterval: Duration.millis(100) })
+          yield* f.deposit
+          yield* Effect.sleep(Duration.millis(250))
+        })))
+        const took = performance.now() - started
+        assert.isTrue(took < 2000, `released after ${took} ms`)
+      }))
+
     it.scoped("slow (DEBUG SLEEP): each call gives up at its timeout, is reported once, and recovers", () =>
       Effect.gen(function*() {
         const rec = yield* recorder
@@ -249,9 +348,10 @@ describe("RedisFleet: faults", () => {
         assert.deepStrictEqual(yield* recB.tags, ["FleetUnavailable", "FleetRestored"])
         assert.isTrue(["", "FleetUnavailable,FleetRestored"].includes((yield* recA.tags).join()))
         yield* a.pushback({ delay: Duration.seconds(2), status: 429 })
-        assert.isTrue(pauseMillis(yield* b.paused) > 1500, "a's pushback reaches b through the restarted server")
+        yield* eventually(Effect.map(b.paused, (p) => pauseMillis(p) > 1500))
         yield* a.deposit
         yield* a.deposit
+        yield* eventually(Effect.map(firstAttempts(name), (n) => n === 2))
         assert.isTrue((yield* b.withdraw).allowed)
         assert.isFalse((yield* b.withdraw).allowed)
       }))

@@ -10,6 +10,8 @@
  *   expire `window + 1` seconds after the write: an idle fleet leaves no key.
  * - `KEYS[2]`, the pause: a string holding the HTTP status that set it, expiring when the pause ends.
  *
+ * One channel, not a key: the pushback script publishes every pause it sets there, for the processes that follow it.
+ *
  * The arithmetic is `RetryBudget`'s; the tests check both against the same cases.
  *
  * @internal
@@ -116,21 +118,22 @@ export const paused = script("paused", ["pause"], `${pauseFunction}\nreturn paus
 
 /**
  * Server pushback: pauses the fleet for ARGV[1] ms with status ARGV[2], unless the pause in force lasts longer
- * (never shortened). Returns the pause's ms left.
+ * (never shortened), and announces a pause it set on the channel ARGV[3] as `<ms left>:<status>`. Returns the pause
+ * in force after it, `{ms left, status}` (the stored status: a shorter pushback's is not it).
  *
  * @internal
  */
 export const pushback = script(
   "pushback",
   ["pause"],
-  `
+  `${pauseFunction}
 local delay = tonumber(ARGV[1])
 local left = redis.call('PTTL', KEYS[1])
 if delay > left then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', delay)
-  return delay
+  redis.call('PUBLISH', ARGV[3], delay .. ':' .. ARGV[2])
 end
-return left
+return pause(KEYS[1])
 `
 )
 
