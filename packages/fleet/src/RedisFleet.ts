@@ -178,6 +178,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       link.ready++
       link.lastError = undefined
     })
+    const buildStarted = yield* Clock.currentTimeMillis
     const connected = yield* Effect.async<boolean>((resume) => {
       const ready = () => resume(Effect.succeed(true))
       const failed = () => resume(Effect.succeed(false))
@@ -231,15 +232,17 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       until: 0,
       status: undefined as number | undefined
     }
+    // monotonic: a step of the wall clock neither ends nor lengthens a pause
+    const nowMillis = () => Number(clock.unsafeCurrentTimeNanos()) / 1e6
     const learn = (left: number, status: number | undefined) => {
-      const until = clock.unsafeCurrentTimeMillis() + left
+      const until = nowMillis() + left
       if (left > 0 && until > follow.until) {
         follow.until = until
         follow.status = status
       }
     }
     const localPause = (): Option.Option<FleetLimits.Pause> =>
-      FleetLimits.pause(Duration.millis(follow.until - clock.unsafeCurrentTimeMillis()), follow.status)
+      FleetLimits.pause(Duration.millis(follow.until - nowMillis()), follow.status)
     /**
      * Decodes a pause read from Redis and learns it; read by a call sent while subscribed (`epoch` then, or -1), it
      * makes the copy whole.
@@ -312,15 +315,28 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
         return fallback
       })
 
-    /** A background call failed: the store is unavailable from now on (`clock`, as the followed pause is timed). */
+    /** A background call failed: the store is unavailable from now on. */
     const lost = (detail: string) =>
       Effect.runSync(Ref.update(health, (h) => down(h, detail, clock.unsafeCurrentTimeMillis())))
+    // When each background deposit still unanswered was sent (`nowMillis`), oldest first: one connection answers in
+    // order. One unanswered for longer than `timeout` is what a call's timeout is: the store is then unavailable, and
+    // calls ask it again (within the retry interval, not at all), so a stalled connection is found and reported as
+    // it was when every deposit waited for its answer.
+    const unanswered: Array<number> = []
+    const stalled = () => unanswered.length > 0 && nowMillis() - unanswered[0] > Duration.toMillis(timeout)
     const noPause = Option.none<FleetLimits.Pause>()
     const local: FleetLimits.Withdrawal = { allowed: true, replays: 0, allowance: Infinity }
     const depositArgs = [window, ttl]
     /** From the followed pause while Redis answers and the copy is whole; otherwise with a round trip. */
     const followed = <A>(copy: () => Effect.Effect<A>, roundTrip: () => Effect.Effect<A>): Effect.Effect<A> =>
-      Effect.flatMap(Ref.get(health), (h) => h.up && follow.following ? copy() : roundTrip())
+      Effect.flatMap(Ref.get(health), (h) => {
+        if (!h.up) return roundTrip()
+        if (stalled()) {
+          lost(`${where} did not answer within ${Duration.format(timeout)}`)
+          return roundTrip()
+        }
+        return follow.following ? copy() : roundTrip()
+      })
 
     // The subscriber: subscribed again on each connection (it loses its subscription with it), then synced by a read
     // of the pause. Its errors are the command connection's to report: it fails when that one does.
@@ -341,6 +357,9 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
         if (epoch !== follow.epoch) return
         follow.subscribed = true
         return run(Scripts.paused, []).then(pauseRead(epoch))
+      }, (error: unknown) => {
+        // an ACL that denies the channel: the process asks before each send, with no idle connection kept open
+        if (errorText(error).startsWith("NOPERM")) subscriber.disconnect()
       }).catch(() => undefined).finally(() => Deferred.unsafeDone(synced, Exit.void))
     })
     subscriber.on("message", (_channel: string, message: string) => {
@@ -373,8 +392,10 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       scope
     )
     // with Redis there, the layer is ready once it follows the pause (or failed to): the first send need not ask
+    // within the same `connectTimeout` as the connection: building takes no longer than it did
     if (connected) {
-      yield* Effect.interruptible(Deferred.await(synced)).pipe(Effect.timeout(connectTimeout), Effect.ignore)
+      const left = Duration.toMillis(connectTimeout) - ((yield* Clock.currentTimeMillis) - buildStarted)
+      if (left > 0) yield* Effect.interruptible(Deferred.await(synced)).pipe(Effect.timeout(left), Effect.ignore)
     }
 
     return {
@@ -386,12 +407,16 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
           // Sent at once, answered in the background with no fiber of its own: its pause is learnt, and a failure
           // marks the store unavailable, which the next call reports to its scope (as one within the retry interval
           // does).
+          unanswered.push(nowMillis())
           run(Scripts.deposit, depositArgs).then(
-            (reply) =>
-              pauseRead(epoch)(reply) === undefined
-                ? lost(`${where}: unexpected reply to the deposit script`)
-                : undefined,
-            (error) => lost(unavailable(error).detail)
+            (reply) => {
+              unanswered.shift()
+              if (pauseRead(epoch)(reply) === undefined) lost(`${where}: unexpected reply to the deposit script`)
+            },
+            (error) => {
+              unanswered.shift()
+              lost(unavailable(error).detail)
+            }
           )
           return localPause()
         }), () => Effect.suspend(() => call(Scripts.deposit, depositArgs, pauseRead(epochNow()), noPause))),

@@ -88,14 +88,17 @@ const answersFromCopy = (f: FleetLimits.Service) =>
     return (yield* scriptsRun) === before
   })
 
-/** Blocks the server for `seconds` from a connection of its own; resolves when it answers again. */
-const blockServer = (seconds: number) =>
+/**
+ * Blocks the server's clients for `seconds` (`CLIENT PAUSE`, `ALL` or only what writes): in force once this returns.
+ * Returns a promise that resolves when the server answers again.
+ */
+const blockServer = (seconds: number, mode: "ALL" | "WRITE" = "ALL") =>
   Effect.gen(function*() {
     const server = yield* Server
     const blocker = new Redis(server.port, "127.0.0.1")
     yield* Effect.addFinalizer(() => Effect.sync(() => blocker.disconnect()))
-    yield* Effect.promise(() => blocker.ping())
-    return blocker.call("DEBUG", "SLEEP", String(seconds))
+    yield* Effect.promise(() => blocker.call("CLIENT", "PAUSE", String(Math.round(seconds * 1000)), mode))
+    return blocker.ping()
   })
 
 layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })(
@@ -172,7 +175,7 @@ layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })
         const started = performance.now()
         const answers = yield* Effect.all([f.paused, f.deposit, f.deposit]).pipe(Effect.provide(rec.layer))
         const took = performance.now() - started
-        assert.isTrue(took < 100, `answered in ${took} ms, not after the block`)
+        assert.isTrue(took < 400, `answered in ${took} ms, not after the block`)
         for (const answer of answers) {
           assert.isTrue(pauseMillis(answer) > 2500 && pauseMillis(answer) <= 4000, `${pauseMillis(answer)}`)
           assert.strictEqual(Option.getOrThrow(answer).status, 503)
@@ -183,26 +186,46 @@ layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })
         assert.deepStrictEqual(yield* rec.tags, [])
       }))
 
-    it.scoped("a lost subscription: a pause set meanwhile is read from Redis, and following resumes with it", () =>
+    it.scoped("a lost subscription: a pause nobody announced is read from Redis, and following resumes with it", () =>
       Effect.gen(function*() {
         const name = freshName()
         const f = yield* fleetOf(name, { timeout: Duration.seconds(3) })
-        const g = yield* fleetOf(name)
-        // every subscriber connection of the server is cut (f's and g's); g's pushback is announced to nobody
+        assert.isTrue(yield* answersFromCopy(f))
+        // f's subscriber connection is cut, and a pause is set that no pushback announces: f learns of it only by
+        // reading it (not following while unsubscribed, and reading the pause once subscribed again)
         const killed = yield* inspect((r) => r.client("KILL", "TYPE", "pubsub"))
-        assert.isAtLeast(Number(killed), 2)
-        yield* g.pushback({ delay: Duration.seconds(4), status: 429 })
+        assert.isAtLeast(Number(killed), 1)
+        yield* inspect((r) => r.set(FleetAddress.keys(name).pause, "429", "PX", 4000))
         yield* eventually(Effect.map(f.paused, (p) => Option.isSome(p)))
-        // subscribed again, f reads the pause once and answers from its copy from then on
+        // subscribed again, f answers from its copy, which has that pause
         yield* eventually(answersFromCopy(f))
-        // the copy has the pause f did not hear of: blocked, Redis is not asked
         const sleeping = yield* blockServer(0.5)
         const started = performance.now()
         const seen = yield* f.paused
-        assert.isTrue(performance.now() - started < 100, "answered from the copy")
+        assert.isTrue(performance.now() - started < 300, "answered from the copy")
         assert.isTrue(pauseMillis(seen) > 2500, `${pauseMillis(seen)}`)
         assert.strictEqual(Option.getOrThrow(seen).status, 429)
         yield* Effect.promise(() => sleeping)
+      }))
+
+    it.scoped("a Redis user whose ACL denies the channel: pushback still pauses the fleet; it asks before each send", () =>
+      Effect.gen(function*() {
+        const rec = yield* recorder
+        const server = yield* Server
+        const name = freshName()
+        const user = `nopub${names}`
+        yield* inspect((r) => r.call("ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "resetchannels"))
+        const url = `redis://${user}:pw@127.0.0.1:${server.port}/0`
+        // the fleet's processes share the user, as they share its permissions
+        const f = yield* RedisFleet.make({ url, name }).pipe(Effect.map((f) => notifying(f, rec.layer)))
+        const g = yield* RedisFleet.make({ url, name })
+        yield* f.pushback({ delay: Duration.seconds(3), status: 429 })
+        assert.isTrue(pauseMillis(yield* g.paused) > 2000, "the pause is stored though it is not announced")
+        assert.isFalse(yield* answersFromCopy(g), "g does not follow: it asks")
+        yield* inspect((r) => r.del(FleetAddress.keys(name).pause))
+        yield* g.pushback({ delay: Duration.seconds(2), status: 503 })
+        assert.strictEqual(Option.getOrThrow(yield* f.paused).status, 503)
+        assert.deepStrictEqual(yield* rec.tags, [])
       }))
 
     it.scoped("keys: a hash tag per fleet, the budget expires window + 1 s after its last write, the pause at its end", () =>
@@ -320,6 +343,27 @@ describe("RedisFleet: faults", () => {
         assert.deepStrictEqual(yield* rec.tags, ["FleetUnavailable", "FleetRestored"])
       }))
 
+    it.scoped("a stalled connection while following: a deposit unanswered past the timeout is reported", () =>
+      Effect.gen(function*() {
+        const rec = yield* recorder
+        const name = freshName()
+        const f = yield* Effect.map(
+          fleetOf(name, { timeout: Duration.millis(100), retryInterval: Duration.millis(200) }),
+          (f) => notifying(f, rec.layer)
+        )
+        assert.isTrue(yield* answersFromCopy(f))
+        // scripts that write wait 1.5 s; the subscriber and reads go on
+        const resumed = yield* blockServer(1.5, "WRITE")
+        yield* f.deposit
+        assert.deepStrictEqual(yield* rec.tags, [], "a deposit does not wait")
+        // the next calls find the first deposit unanswered past the timeout
+        yield* eventually(Effect.map(Effect.zipRight(f.deposit, rec.tags), (tags) => tags.length > 0))
+        assert.deepStrictEqual(yield* rec.tags, ["FleetUnavailable"])
+        yield* Effect.promise(() => resumed)
+        yield* eventually(Effect.map(Effect.zipRight(f.paused, rec.tags), (tags) => tags.length === 2))
+        assert.deepStrictEqual(yield* rec.tags, ["FleetUnavailable", "FleetRestored"])
+      }))
+
     it.scoped("killed mid-run: the local budget; restarted: the fleet shares again, announced once each", () =>
       Effect.gen(function*() {
         // each fleet reports to its own consumer, as two processes would
@@ -332,6 +376,7 @@ describe("RedisFleet: faults", () => {
         const b = yield* Effect.map(fleetOf(name, { budget: settings }), (f) => notifying(f, recB.layer))
         yield* a.deposit
         yield* a.deposit
+        yield* eventually(Effect.map(firstAttempts(name), (n) => n === 2))
         assert.isTrue((yield* b.withdraw).allowed)
         assert.isFalse((yield* b.withdraw).allowed, "shared: the fleet's 1 replay is spent")
         yield* server.kill

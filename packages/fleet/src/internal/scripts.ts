@@ -131,7 +131,8 @@ local delay = tonumber(ARGV[1])
 local left = redis.call('PTTL', KEYS[1])
 if delay > left then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', delay)
-  redis.call('PUBLISH', ARGV[3], delay .. ':' .. ARGV[2])
+  -- pcall: a user whose ACL denies the channel still pauses the fleet (its processes ask before each send)
+  redis.pcall('PUBLISH', ARGV[3], delay .. ':' .. ARGV[2])
 end
 return pause(KEYS[1])
 `
