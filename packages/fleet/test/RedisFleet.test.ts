@@ -193,7 +193,7 @@ layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(30) })
         assert.isTrue(yield* answersFromCopy(f))
         // f's subscriber connection is cut, and a pause is set that no pushback announces: f learns of it only by
         // reading it (not following while unsubscribed, and reading the pause once subscribed again)
-        const killed = yield* inspect((r) => r.client("KILL", "TYPE", "pubsub"))
+        const killed = yield* inspect((r) => r.call("CLIENT", "KILL", "TYPE", "pubsub"))
         assert.isAtLeast(Number(killed), 1)
         yield* inspect((r) => r.set(FleetAddress.keys(name).pause, "429", "PX", 4000))
         yield* eventually(Effect.map(f.paused, (p) => Option.isSome(p)))
