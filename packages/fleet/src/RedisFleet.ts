@@ -391,8 +391,8 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       )),
       scope
     )
-    // with Redis there, the layer is ready once it follows the pause (or failed to): the first send need not ask
-    // within the same `connectTimeout` as the connection: building takes no longer than it did
+    // With Redis there, the layer is ready once it follows the pause (or failed to), so the first send need not ask;
+    // the wait shares `connectTimeout` with the connection, so building takes no longer than it did.
     if (connected) {
       const left = Duration.toMillis(connectTimeout) - ((yield* Clock.currentTimeMillis) - buildStarted)
       if (left > 0) yield* Effect.interruptible(Deferred.await(synced)).pipe(Effect.timeout(left), Effect.ignore)
