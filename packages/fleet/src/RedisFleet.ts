@@ -109,10 +109,15 @@ class Unavailable {
 const errorText = (u: unknown): string =>
   Predicate.isObject(u) && "message" in u && typeof u.message === "string" ? u.message : String(u)
 
+/** The HTTP status stored with a pause (a script's reply or an announcement), when it is one. */
+const statusOf = (text: unknown): number | undefined => {
+  const status = Number(text)
+  return Number.isInteger(status) && status > 0 ? status : undefined
+}
+
 const pauseOf = (reply: unknown): Option.Option<FleetLimits.Pause> | undefined => {
   if (!Array.isArray(reply) || typeof reply[0] !== "number") return undefined
-  const status = Number(reply[1])
-  return FleetLimits.pause(Duration.millis(reply[0]), Number.isInteger(status) && status > 0 ? status : undefined)
+  return FleetLimits.pause(Duration.millis(reply[0]), statusOf(reply[1]))
 }
 
 const withdrawalOf = (reply: unknown): FleetLimits.Withdrawal | undefined => {
@@ -366,8 +371,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       // `<ms left>:<status>`, as the pushback script publishes it
       const [left, status] = message.split(":")
       const millis = Number(left)
-      const code = Number(status)
-      if (Number.isFinite(millis)) learn(millis, Number.isInteger(code) && code > 0 ? code : undefined)
+      if (Number.isFinite(millis)) learn(millis, statusOf(status))
     })
     subscriber.connect().catch(() => undefined)
     // A subscription lost without a word (a half-open connection) would leave the copy behind: the subscriber is
