@@ -145,37 +145,58 @@ export const make = (settings: Settings): Effect.Effect<Allowance> =>
   Effect.map(Clock.currentTimeNanos, (startedAt) => makeAt(settings, startedAt))
 
 // An allowance opened at `startedAt` (`Clock.currentTimeNanos`).
-const makeAt = (settings: Settings, startedAt: bigint): Allowance => {
-  const deadlineAt = startedAt + Duration.toNanos(settings.deadline).pipe(Option.getOrElse(() => 0n))
-  // Sends reserved so far. A plain count, not a `Ref`: a reservation reads and updates it in one synchronous step
-  // (the clock read with it), which is what `Ref.modify` made atomic, in one operation instead of five (fix 32).
-  let used = 0
-  const elapsed = Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(now - startedAt))
-  const reserve: Effect.Effect<number, BudgetExhausted> = Effect.clockWith((clock) => {
-    const now = clock.unsafeCurrentTimeNanos()
-    const exhausted = (reason: "Attempts" | "Deadline") =>
-      Effect.fail(
-        new BudgetExhausted({
-          reason,
-          attempts: used,
-          maxAttempts: settings.maxAttempts,
-          elapsed: nanosToDuration(now - startedAt)
-        })
-      )
-    if (used >= settings.maxAttempts) return exhausted("Attempts")
-    if (now >= deadlineAt) return exhausted("Deadline")
-    used++
-    return Effect.succeed(used)
-  })
-  return {
-    settings,
-    startedAt,
-    deadlineAt,
-    reserve,
-    used: Effect.sync(() => used),
-    remainingAttempts: Effect.sync(() => Math.max(0, settings.maxAttempts - used)),
-    remainingTime: Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(deadlineAt - now)),
-    elapsed
+const makeAt = (settings: Settings, startedAt: bigint): Allowance => new Live(settings, startedAt)
+
+/**
+ * An allowance's state, its effects built when they are asked for: a reply holds its allowance for as long as it is in
+ * flight, and one built as five effects and their closures held them all that time (docs/performance.md, fix 36).
+ */
+class Live implements Allowance {
+  readonly deadlineAt: bigint
+  /**
+   * Sends reserved so far. A plain count, not a `Ref`: a reservation reads and updates it in one synchronous step (the
+   * clock read with it), which is what `Ref.modify` made atomic, in one operation instead of five (fix 32).
+   */
+  sent = 0
+
+  constructor(readonly settings: Settings, readonly startedAt: bigint) {
+    this.deadlineAt = startedAt + Duration.toNanos(settings.deadline).pipe(Option.getOrElse(() => 0n))
+  }
+
+  get reserve(): Effect.Effect<number, BudgetExhausted> {
+    return Effect.clockWith((clock) => {
+      const now = clock.unsafeCurrentTimeNanos()
+      const settings = this.settings
+      const exhausted = (reason: "Attempts" | "Deadline") =>
+        Effect.fail(
+          new BudgetExhausted({
+            reason,
+            attempts: this.sent,
+            maxAttempts: settings.maxAttempts,
+            elapsed: nanosToDuration(now - this.startedAt)
+          })
+        )
+      if (this.sent >= settings.maxAttempts) return exhausted("Attempts")
+      if (now >= this.deadlineAt) return exhausted("Deadline")
+      this.sent++
+      return Effect.succeed(this.sent)
+    })
+  }
+
+  get used(): Effect.Effect<number> {
+    return Effect.sync(() => this.sent)
+  }
+
+  get remainingAttempts(): Effect.Effect<number> {
+    return Effect.sync(() => Math.max(0, this.settings.maxAttempts - this.sent))
+  }
+
+  get remainingTime(): Effect.Effect<Duration.Duration> {
+    return Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(this.deadlineAt - now))
+  }
+
+  get elapsed(): Effect.Effect<Duration.Duration> {
+    return Effect.map(Clock.currentTimeNanos, (now) => nanosToDuration(now - this.startedAt))
   }
 }
 

@@ -105,6 +105,7 @@ export interface Options<R = never> {
 }
 
 const A = Telemetry.Attribute
+const N = RecoveryNotifications.Notification
 
 /**
  * Whether failed attempts may be replayed in the current fiber.
@@ -210,160 +211,230 @@ interface Pending {
 
 /**
  * One run of the generation: the attempt. The sender reserves its send, once: the stream is given the scope's
- * allowance, observed. Its first reservation is the attempt's (`onStart` gets the number it got); a further one in
- * the same run (a capability fallback) first passes `resend`, the fleet's checks. A run that shows an event or ends
- * before reserving (a stream that is not a provider) is charged at that moment, so no output is committed without a
- * debit; a run that fails before reserving sent nothing (a request refused before it was sent, no attempt left).
+ * allowance, observed (the run itself, an {@link Budget.Allowance} whose `reserve` is watched). Its first reservation
+ * is the attempt's (`ReplyRun.started` gets the number it got); a further one in the same run (a capability fallback)
+ * first passes `ReplyRun.resend`, the fleet's checks. A run that shows an event or ends before reserving (a stream that
+ * is not a provider) is charged at that moment, so no output is committed without a debit; a run that fails before
+ * reserving sent nothing (a request refused before it was sent, no attempt left).
  *
  * A continuation (see `Resumption`) runs with the accumulator of the attempt it continues, so the reply is the
- * response's whole output; a provider's `Resumption.offer` goes to `offer`.
+ * response's whole output; a provider's `Resumption.offer` goes to the reply.
+ *
+ * One object per attempt, its steps on the prototype, for the reason {@link ReplyRun} is one (fix 36). Not a
+ * generator: a suspended `Effect.gen` body is held on the fiber's stack for as long as the attempt reads its stream
+ * (fix 21).
  */
-const runAttempt = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
-  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
-  allowance: Budget.Allowance,
-  options: Options<RH>,
-  notifications: RecoveryNotifications.Service,
-  resend: Effect.Effect<void, Budget.BudgetExhausted>,
-  onStart: (attempt: number, fiber: Fiber.Running) => Effect.Effect<void> | undefined,
-  carried: Accumulator | undefined,
-  offer: Resumption.Service,
-  span: Tracer.Span
-): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> =>
-  // not a generator: a suspended `Effect.gen` body is held on the fiber's stack for as long as the attempt reads its
-  // stream (fix 21)
-  Effect.suspend(() => {
-    const acc = carried ?? new Accumulator(options.earlyBreakOnToolCall === true)
-    const onChunk = options.hooks?.onChunk
-    let attempt: number | undefined
-    // The moment the provider's failure reached recovery, before the attempt's scope closes (its body released,
-    // its request's span ended), or the earlier moment the provider observed it (`ProviderFailure.markObserved`),
-    // if that is after this attempt's send was debited (a mark from before it is not this attempt's): the backoff is
-    // counted from here, so that work is done inside the wait.
-    let failedAt: bigint | undefined
-    let debitedAt: bigint | undefined
-    const seen = (error: unknown) =>
-      Effect.map(Clock.currentTimeNanos, (now) => {
-        const observed = ProviderFailure.observedAt(error)
-        failedAt ??= observed !== undefined && debitedAt !== undefined && observed >= debitedAt && observed < now
-          ? observed
-          : now
-      })
-    const start = Effect.flatMap(allowance.reserve, (n) =>
+class AttemptRun<RH> implements Budget.Allowance {
+  readonly acc: Accumulator
+  readonly onChunk: Hooks<RH>["onChunk"]
+  /**
+   * Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per event
+   * (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
+   */
+  readonly quiet: boolean
+  attempt: number | undefined = undefined
+  /**
+   * The moment the provider's failure reached recovery, before the attempt's scope closes (its body released, its
+   * request's span ended), or the earlier moment the provider observed it (`ProviderFailure.markObserved`), if that is
+   * after this attempt's send was debited (a mark from before it is not this attempt's): the backoff is counted from
+   * here, so that work is done inside the wait.
+   */
+  failedAt: bigint | undefined = undefined
+  debitedAt: bigint | undefined = undefined
+
+  constructor(
+    readonly reply: ReplyRun<any, any, RH>,
+    readonly resumed: Pending | undefined,
+    readonly span: Tracer.Span
+  ) {
+    const options = reply.options
+    this.acc = resumed?.acc ?? new Accumulator(options.earlyBreakOnToolCall === true)
+    this.onChunk = options.hooks?.onChunk
+    this.quiet = this.onChunk === undefined && reply.silent
+  }
+
+  // The observed allowance: the reply's, but for `reserve`.
+  get settings(): Budget.Settings {
+    return this.reply.allowance.settings
+  }
+  get startedAt(): bigint {
+    return this.reply.allowance.startedAt
+  }
+  get deadlineAt(): bigint {
+    return this.reply.allowance.deadlineAt
+  }
+  get used(): Effect.Effect<number> {
+    return this.reply.allowance.used
+  }
+  get remainingAttempts(): Effect.Effect<number> {
+    return this.reply.allowance.remainingAttempts
+  }
+  get remainingTime(): Effect.Effect<Duration.Duration> {
+    return this.reply.allowance.remainingTime
+  }
+  get elapsed(): Effect.Effect<Duration.Duration> {
+    return this.reply.allowance.elapsed
+  }
+  get reserve(): Effect.Effect<number, Budget.BudgetExhausted> {
+    return Effect.suspend(() =>
+      this.attempt === undefined ? this.start() : Effect.zipRight(this.reply.resend(), this.reply.allowance.reserve)
+    )
+  }
+
+  seen(error: unknown): Effect.Effect<void> {
+    return Effect.map(Clock.currentTimeNanos, (now) => {
+      const observed = ProviderFailure.observedAt(error)
+      const debitedAt = this.debitedAt
+      this.failedAt ??= observed !== undefined && debitedAt !== undefined && observed >= debitedAt && observed < now
+        ? observed
+        : now
+    })
+  }
+
+  start(): Effect.Effect<number, Budget.BudgetExhausted> {
+    return Effect.flatMap(this.reply.allowance.reserve, (n) =>
       Effect.withFiberRuntime<number>((fiber) => {
-        attempt = n
-        debitedAt = Fiber.clock(fiber).unsafeCurrentTimeNanos()
-        const started = onStart(n, fiber)
+        this.attempt = n
+        this.debitedAt = Fiber.clock(fiber).unsafeCurrentTimeNanos()
+        const started = this.reply.started(this.resumed, n, fiber)
         return started === undefined ? Effect.succeed(n) : Effect.as(started, n)
       }))
-    const observed: Budget.Allowance = {
-      ...allowance,
-      reserve: Effect.suspend(() => attempt === undefined ? start : Effect.zipRight(resend, allowance.reserve))
+  }
+
+  charged(): Effect.Effect<void, Budget.BudgetExhausted> {
+    return Effect.suspend(() => this.attempt === undefined ? Effect.asVoid(this.start()) : Effect.void)
+  }
+
+  surfaced(event: Generation.GenerationEvent, attempt: number): Effect.Effect<void, HookError.HookError, RH> {
+    const acc = this.acc
+    if (!acc.add(event)) return Effect.void
+    const preview = this.reply.notify(N.Preview({ attempt, event }))
+    const onChunk = this.onChunk
+    if (onChunk === undefined) return preview
+    return Effect.zipRight(
+      preview,
+      Effect.suspend(() => {
+        acc.effectful = true
+        return Effect.mapError(
+          onChunk(event, attempt),
+          (cause) => new HookError.HookError({ hook: "onChunk", attempt, cause })
+        )
+      })
+    )
+  }
+
+  record(events: Chunk.Chunk<Generation.GenerationEvent>): void {
+    // by index: `for…of` made an iterator result per event where the loop ran unoptimised, 9.4 MB of the 650 MB
+    // figure 3's reprise client allocated (docs/performance.md, fix 29)
+    const array = Chunk.toReadonlyArray(events)
+    const acc = this.acc
+    for (let i = 0; i < array.length; i++) {
+      acc.add(array[i])
     }
-    const charged = Effect.suspend(() => attempt === undefined ? Effect.asVoid(start) : Effect.void)
-    const surfaced = (
-      event: Generation.GenerationEvent,
-      attempt: number
-    ): Effect.Effect<void, HookError.HookError, RH> => {
-      if (!acc.add(event)) return Effect.void
-      const preview = notifications.notify(RecoveryNotifications.Notification.Preview({ attempt, event }))
-      if (onChunk === undefined) return preview
-      return Effect.zipRight(
-        preview,
-        Effect.suspend(() => {
-          acc.effectful = true
-          return Effect.mapError(onChunk(event, attempt), (cause) =>
-            new HookError.HookError({ hook: "onChunk", attempt, cause }))
-        })
+  }
+
+  /**
+   * The stream runs with the attempt's observed allowance (its provider reserves through it); a listener or a hook
+   * runs with the reply's own, as it would outside the stream.
+   */
+  surfacedChunk(
+    events: Chunk.Chunk<Generation.GenerationEvent>,
+    attempt: number
+  ): Effect.Effect<void, HookError.HookError, RH> {
+    return this.quiet
+      ? Effect.sync(() => this.record(events))
+      : Effect.provideService(
+        Effect.forEach(events, (event) => this.surfaced(event, attempt), { discard: true }),
+        Budget.Budget,
+        this.reply.allowance
       )
-    }
-    // Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per
-    // event (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
-    const quiet = onChunk === undefined && RecoveryNotifications.isSilent(notifications)
-    const record = (events: Chunk.Chunk<Generation.GenerationEvent>) => {
-      // by index: `for…of` made an iterator result per event where the loop ran unoptimised, 9.4 MB of the 650 MB
-      // figure 3's reprise client allocated (docs/performance.md, fix 29)
-      const array = Chunk.toReadonlyArray(events)
-      for (let i = 0; i < array.length; i++) {
-        acc.add(array[i])
-      }
-    }
-    // The stream runs with the attempt's observed allowance (its provider reserves through it); a listener or a
-    // hook runs with the reply's own, as it would outside the stream.
-    const surfacedChunk = (
-      events: Chunk.Chunk<Generation.GenerationEvent>,
-      attempt: number
-    ): Effect.Effect<void, HookError.HookError, RH> =>
-      quiet
-        ? Effect.sync(() =>
-          record(events)
-        )
-        : Effect.provideService(
-          Effect.forEach(events, (event) => surfaced(event, attempt), { discard: true }),
-          Budget.Budget,
-          allowance
-        )
-    const onEvents = (events: Chunk.Chunk<Generation.GenerationEvent>) =>
-      attempt === undefined
-        ? Effect.zipRight(charged, Effect.suspend(() => surfacedChunk(events, attempt!)))
-        : surfacedChunk(events, attempt)
+  }
+
+  onEvents(
+    events: Chunk.Chunk<Generation.GenerationEvent>
+  ): Effect.Effect<void, HookError.HookError | Budget.BudgetExhausted, RH> {
+    const attempt = this.attempt
+    return attempt === undefined
+      ? Effect.zipRight(this.charged(), Effect.suspend(() => this.surfacedChunk(events, this.attempt!)))
+      : this.surfacedChunk(events, attempt)
+  }
+
+  failed(error: AttemptError): Effect.Effect<Outcome> {
+    const outcome = (): Outcome => ({
+      _tag: "Failed",
+      acc: this.acc,
+      attempt: this.attempt,
+      error,
+      failedAt: this.failedAt!
+    })
+    return this.failedAt === undefined ? Effect.map(this.seen(error), outcome) : Effect.succeed(outcome())
+  }
+
+  /** Complete once its stream is, if the terminal arrived. */
+  finished(): Effect.Effect<Outcome> {
+    return this.acc.finish === undefined
+      ? this.failed(
+        new TransportError.TransportError({
+          reason: "PrematureEof",
+          detail: "the stream ended without the protocol's terminal event"
+        }, { disableValidation: true })
+      )
+      : Effect.succeed({ _tag: "Completed", acc: this.acc, attempt: this.attempt! })
+  }
+
+  run<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R>(
+    generation: Stream.Stream<Generation.GenerationEvent, E, R>
+  ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> {
     // A provider's stream is read by its pull when it was made from one (`Provider.fromPull`): the same chunks, in
     // the same scope, without the stream's channel and sink per chunk (docs/performance.md, fix 17).
     const open = Provider.pullOf(generation)
     // The attempt's services are provided to the whole run, not as stages of the stream: a stream stage per attempt
     // measurably costs memory (the chunks' listener and hook get the reply's allowance back, above).
     const consumed = open === undefined
-      ? provideAttempt(Stream.runForEachChunk(generation, onEvents), observed, offer, span)
+      ? provideAttempt(
+        Stream.runForEachChunk(generation, (events) => this.onEvents(events)),
+        this,
+        this.reply,
+        this.span
+      )
       : scopedAttempt(
         Effect.matchEffect(open, {
-          onFailure: (error) => Effect.zipRight(seen(error), Effect.fail(error)),
+          onFailure: (error) => Effect.zipRight(this.seen(error), Effect.fail(error)),
           onSuccess: (pull) => {
             // One step per pull, from its result to the next pull: a chunk nobody hears is recorded right there, with
             // no effect of its own (fix 32).
             const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect
               .matchEffect(pull, {
                 onFailure: (end) =>
-                  Option.isNone(end) ? Effect.void : Effect.zipRight(seen(end.value), Effect.fail(end.value)),
+                  Option.isNone(end) ? Effect.void : Effect.zipRight(this.seen(end.value), Effect.fail(end.value)),
                 onSuccess: (events) => {
-                  if (!quiet || attempt === undefined) return Effect.zipRight(onEvents(events), loop)
-                  record(events)
+                  if (!this.quiet || this.attempt === undefined) return Effect.zipRight(this.onEvents(events), loop)
+                  this.record(events)
                   return loop
                 }
               })
             return loop
           }
         }),
-        observed,
-        offer,
-        span
+        this,
+        this.reply,
+        this.span
       )
-    const failed = (error: AttemptError): Effect.Effect<Outcome> => {
-      const outcome = (): Outcome => ({ _tag: "Failed", acc, attempt, error, failedAt: failedAt! })
-      return failedAt === undefined ? Effect.map(seen(error), outcome) : Effect.succeed(outcome())
-    }
-    // complete once its stream is, if the terminal arrived
-    const finished = (): Effect.Effect<Outcome> =>
-      acc.finish === undefined
-        ? failed(
-          new TransportError.TransportError({
-            reason: "PrematureEof",
-            detail: "the stream ended without the protocol's terminal event"
-          }, { disableValidation: true })
-        )
-        : Effect.succeed({ _tag: "Completed", acc, attempt: attempt! })
     // one step from the run's end to its outcome (fix 32)
     return Effect.matchEffect(consumed, {
-      onFailure: failed,
+      onFailure: (error) => this.failed(error),
       onSuccess: () =>
         // a run that reserved nothing is charged here, still in its attempt's span (provided only then: a region costs
         // two copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
-        attempt === undefined
-          ? Effect.matchEffect(Effect.provideService(charged, Tracer.ParentSpan, span), {
-            onFailure: failed,
-            onSuccess: finished
+        this.attempt === undefined
+          ? Effect.matchEffect(Effect.provideService(this.charged(), Tracer.ParentSpan, this.span), {
+            onFailure: (error) => this.failed(error),
+            onSuccess: () => this.finished()
           })
-          : finished()
+          : this.finished()
     })
-  })
+  }
+}
 
 /**
  * Runs a generation with recovery and returns the committed reply. The stream is run once per attempt; running it
@@ -403,7 +474,7 @@ const replyOn = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
       // typed as `Budget.scoped` is: the span is no requirement of a reply's (`Effect.provide` in fewer operations:
       // `internal/region.ts`, fix 32)
       Region.provide(
-        recover(generation, options, meters, allowance, span),
+        new ReplyRun(fiber, generation, options, meters, allowance, span).run(),
         Context.make(Budget.Budget, allowance).pipe(Context.add(Tracer.ParentSpan, span))
       ) as Effect.Effect<Generation.Reply, RecoveryError, never> as Effect.Effect<
         Generation.Reply,
@@ -413,537 +484,626 @@ const replyOn = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
   )
 }
 
+/** The end of a failed attempt's run decided by the fleet, for a resend inside an attempt that it refused. */
+interface FleetStop {
+  readonly reason: RecoveryExhausted.Reason
+  readonly retryAfter?: Duration.Duration
+}
+
+/** What one attempt led to, decided inside its span. */
+type Decision =
+  | { readonly _tag: "Commit"; readonly reply: Generation.Reply }
+  | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
+  | {
+    readonly _tag: "Retry"
+    readonly error: AttemptError
+    readonly delay: Duration.Duration
+    readonly failedAt: bigint
+  }
+  | {
+    readonly _tag: "Resume"
+    readonly error: AttemptError
+    readonly delay: Duration.Duration
+    readonly failedAt: bigint
+    readonly pending: Pending
+  }
+
 /**
  * The body of {@link runWith}: one reply's attempts, within `allowance` (which `runWith` provides as the `Budget`),
  * in the reply's span `replySpan` (which `runWith` provides as the current span).
+ *
+ * One object per reply, its steps on the prototype: a reply that built its steps as closures held about thirty of
+ * them, and their function contexts, for as long as it was in flight, and each scavenge copied them
+ * (docs/performance.md, fix 36). A step is built when it is needed (the wait, the backoff, the fleet's checks, the
+ * cancel of a response left behind), most of them only after a failure. The reply is also the `Resumption` service of
+ * its attempts ({@link ReplyRun.offer}).
  */
-const recover = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>(
-  generation: Stream.Stream<Generation.GenerationEvent, E, R>,
-  options: Options<RH>,
-  meters: Telemetry.Meters,
-  allowance: Budget.Allowance,
-  replySpan: Tracer.Span
-): Effect.Effect<Generation.Reply, RecoveryError, R | RH> =>
-  // the reply's settings read from the fiber in one operation, not one yielded effect each (fix 32)
-  Effect.withFiberRuntime((fiber) => {
+class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R, RH>
+  implements Resumption.Service
+{
+  readonly replay: boolean
+  readonly policy: Policy.Settings
+  readonly notifications: RecoveryNotifications.Service
+  readonly silent: boolean
+  readonly fleet: FleetLimits.Service
+  /** The backoff's schedule and its state, made at the first failure: most replies never need them. */
+  planner: Policy.Planner | undefined = undefined
+  readonly errors: Array<ProviderFailure.ProviderFailure> = []
+  /** Physical sends made by this reply (the budget's count is shared with nested scopes). */
+  attemptsOfReply = 0
+  /** Characters of preview the last failed attempt had shown (for the exhaustion and `Failed`). */
+  lastShown: number | undefined = undefined
+  /**
+   * Why the fleet stopped a resend inside an attempt: that attempt then fails with a BudgetExhausted, which ends
+   * recovery with this reason instead.
+   */
+  fleetStop: FleetStop | undefined = undefined
+  /**
+   * The response the current attempt reads, when its provider offered one that can outlive the connection
+   * (`Resumption`); the continuation of a cut response runs with it.
+   */
+  live: Resumption.Resumable | undefined = undefined
+  pending: Pending | undefined = undefined
+
+  constructor(
+    fiber: Fiber.Running,
+    readonly generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+    readonly options: Options<RH>,
+    readonly meters: Telemetry.Meters,
+    readonly allowance: Budget.Allowance,
+    readonly replySpan: Tracer.Span
+  ) {
+    // the reply's settings read from the fiber once, not one yielded effect each (fix 32); looked up once per reply,
+    // not once per event
     const context = fiber.currentContext
-    const replay = fiber.getFiberRef(currentReplay)
-    const policy = Context.get(context, Policy.PolicySettings)
-    // The backoff's schedule and its state, made at the first failure: most replies never need them, and a paused
-    // reply would hold them (docs/performance.md, fix 19).
-    let planner: Policy.Planner | undefined
-    // Looked up once per reply, not once per event.
-    const notifications = Context.get(context, RecoveryNotifications.RecoveryNotifications)
-    const notify = notifications.notify
-    const silent = RecoveryNotifications.isSilent(notifications)
-    const N = RecoveryNotifications.Notification
-    const fleet = Context.get(context, FleetLimits.FleetLimits)
-    const errors: Array<ProviderFailure.ProviderFailure> = []
-    // Physical sends made by this reply (the budget's count is shared with nested scopes).
-    let attemptsOfReply = 0
-    // Characters of preview the last failed attempt had shown (for the exhaustion and `Failed`).
-    let lastShown: number | undefined
-    // Why the fleet stopped a resend inside an attempt: that attempt then fails with a BudgetExhausted, which ends
-    // recovery with this reason instead.
-    let fleetStop: { readonly reason: RecoveryExhausted.Reason; readonly retryAfter?: Duration.Duration } | undefined
+    this.replay = fiber.getFiberRef(currentReplay)
+    this.policy = Context.get(context, Policy.PolicySettings)
+    this.notifications = Context.get(context, RecoveryNotifications.RecoveryNotifications)
+    this.silent = RecoveryNotifications.isSilent(this.notifications)
+    this.fleet = Context.get(context, FleetLimits.FleetLimits)
+  }
 
-    const exhausted = (
-      reason: RecoveryExhausted.Reason,
-      retryAfter?: Duration.Duration
-    ): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> =>
-      Effect.gen(function*() {
-        const error = new RecoveryExhausted.RecoveryExhausted({
-          reason,
-          attempts: yield* allowance.used,
-          maxAttempts: allowance.settings.maxAttempts,
-          elapsed: yield* allowance.elapsed,
-          errors: [...errors],
-          ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
-          ...(retryAfter === undefined ? {} : { retryAfter }),
-          ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
-        })
-        yield* notify(N.Exhausted({ error }))
-        yield* Metric.increment(meters.exhaustions(reason))
-        yield* Effect.annotateCurrentSpan({ [A.exhaustedReason]: reason, [A.attempts]: attemptsOfReply })
-        return yield* Effect.fail(error)
-      })
+  notify(notification: RecoveryNotifications.Notification): Effect.Effect<void> {
+    return this.notifications.notify(notification)
+  }
 
-    const surface = <A extends RecoveryError>(error: A): Effect.Effect<never, A> =>
-      Effect.zipRight(
-        Effect.zipRight(
-          notify(N.Failed({ error, partialOutputChars: lastShown ?? 0 })),
-          Effect.zipRight(
-            Metric.increment(meters.surfaced(error._tag)),
-            Effect.annotateCurrentSpan({ [A.attempts]: attemptsOfReply, [A.errorClass]: Telemetry.errorClass(error) })
-          )
-        ),
-        Effect.fail(error)
-      )
-
-    // Waits out the fleet's pause, announcing each wait, before the next send. Returns the pause left when it would
-    // end past the deadline (nothing is waited then).
-    const waitForFleet = (
-      first: Option.Option<FleetLimits.Pause>
-    ): Effect.Effect<Option.Option<Duration.Duration>> =>
-      Effect.gen(function*() {
-        let pause = first
-        while (Option.isSome(pause)) {
-          const { remaining, status } = pause.value
-          const now = yield* Clock.currentTimeNanos
-          const nanos = Option.getOrElse(Duration.toNanos(remaining), () => allowance.deadlineAt - now)
-          if (now + nanos >= allowance.deadlineAt) return Option.some(remaining)
-          yield* notify(N.FleetPaused({
-            attempt: (yield* allowance.used) + 1,
-            delay: remaining,
-            status,
-            remainingTime: Duration.nanos(allowance.deadlineAt - now)
-          }))
-          yield* Effect.sleep(remaining)
-          pause = yield* fleet.paused
-        }
-        return Option.none()
-      })
-
-    // A Retry-After pauses the fleet until it is over counted from the failure, as this reply's own wait is, so the
-    // pause ends with that wait (counted from the moment it is told, it would outlast it by recovery's bookkeeping).
-    const pushback = (error: AttemptError, failedAt: bigint): Effect.Effect<void> =>
-      TransportError.isTransportError(error) && error.retryAfter !== undefined
-        ? Effect.flatMap(
-          leftOf(error.retryAfter, failedAt),
-          (delay) => fleet.pushback(error.status === undefined ? { delay } : { delay, status: error.status })
-        )
-        : Effect.void
-
-    // The fleet's checks for a resend inside an attempt (a capability fallback): a replay for the fleet.
-    const resend: Effect.Effect<void, Budget.BudgetExhausted> = Effect.gen(function*() {
-      const withdrawal = yield* fleet.withdraw
-      const beyond = withdrawal.allowed ? yield* waitForFleet(yield* fleet.paused) : Option.none()
-      if (withdrawal.allowed && Option.isNone(beyond)) return
-      fleetStop = Option.match(beyond, {
-        onNone: () => ({ reason: "FleetBudget" }),
-        onSome: (retryAfter) => ({ reason: "RetryAfterBeyondDeadline", retryAfter })
-      })
-      return yield* Budget.deadlineReached(allowance)
+  /** `Resumption.Service`: the provider's offer of the response the current attempt reads. */
+  offer(resumable: Resumption.Resumable): Effect.Effect<void> {
+    return Effect.sync(() => {
+      this.live = resumable
     })
+  }
 
-    // What one attempt led to, decided inside its span.
-    type Decision =
-      | { readonly _tag: "Commit"; readonly reply: Generation.Reply }
-      | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
-      | {
-        readonly _tag: "Retry"
-        readonly error: AttemptError
-        readonly delay: Duration.Duration
-        readonly failedAt: bigint
+  exhausted(
+    reason: RecoveryExhausted.Reason,
+    retryAfter?: Duration.Duration
+  ): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, errors, lastShown } = self
+      const error = new RecoveryExhausted.RecoveryExhausted({
+        reason,
+        attempts: yield* allowance.used,
+        maxAttempts: allowance.settings.maxAttempts,
+        elapsed: yield* allowance.elapsed,
+        errors: [...errors],
+        ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
+        ...(retryAfter === undefined ? {} : { retryAfter }),
+        ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
+      })
+      yield* self.notify(N.Exhausted({ error }))
+      yield* Metric.increment(self.meters.exhaustions(reason))
+      yield* Effect.annotateCurrentSpan({ [A.exhaustedReason]: reason, [A.attempts]: self.attemptsOfReply })
+      return yield* Effect.fail(error)
+    })
+  }
+
+  /** Recovery ends with the fleet's reason when the fleet stopped a resend, otherwise with the budget's. */
+  budgetStop(error: Budget.BudgetExhausted): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> {
+    const fleetStop = this.fleetStop
+    return fleetStop === undefined
+      ? this.exhausted(error.reason)
+      : this.exhausted(fleetStop.reason, fleetStop.retryAfter)
+  }
+
+  surface<A extends RecoveryError>(error: A): Effect.Effect<never, A> {
+    return Effect.zipRight(
+      Effect.zipRight(
+        this.notify(N.Failed({ error, partialOutputChars: this.lastShown ?? 0 })),
+        Effect.zipRight(
+          Metric.increment(this.meters.surfaced(error._tag)),
+          Effect.annotateCurrentSpan({
+            [A.attempts]: this.attemptsOfReply,
+            [A.errorClass]: Telemetry.errorClass(error)
+          })
+        )
+      ),
+      Effect.fail(error)
+    )
+  }
+
+  /**
+   * Waits out the fleet's pause, announcing each wait, before the next send. Returns the pause left when it would end
+   * past the deadline (nothing is waited then).
+   */
+  waitForFleet(first: Option.Option<FleetLimits.Pause>): Effect.Effect<Option.Option<Duration.Duration>> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, fleet } = self
+      let pause = first
+      while (Option.isSome(pause)) {
+        const { remaining, status } = pause.value
+        const now = yield* Clock.currentTimeNanos
+        const nanos = Option.getOrElse(Duration.toNanos(remaining), () => allowance.deadlineAt - now)
+        if (now + nanos >= allowance.deadlineAt) return Option.some(remaining)
+        yield* self.notify(N.FleetPaused({
+          attempt: (yield* allowance.used) + 1,
+          delay: remaining,
+          status,
+          remainingTime: Duration.nanos(allowance.deadlineAt - now)
+        }))
+        yield* Effect.sleep(remaining)
+        pause = yield* fleet.paused
       }
-      | {
-        readonly _tag: "Resume"
-        readonly error: AttemptError
-        readonly delay: Duration.Duration
-        readonly failedAt: bigint
-        readonly pending: Pending
-      }
+      return Option.none()
+    })
+  }
 
-    // The response the current attempt reads, when its provider offered one that can outlive the connection
-    // (`Resumption`); the continuation of a cut response runs with it.
-    let live: Resumption.Resumable | undefined
-    let pending: Pending | undefined
-    const offer: Resumption.Service = { offer: (resumable) => Effect.sync(() => (live = resumable)) }
-    const resumableNow = (): Resumption.Resumable | undefined =>
-      live !== undefined && !live.settled() && live.responseId() !== undefined ? live : undefined
+  /**
+   * A Retry-After pauses the fleet until it is over counted from the failure, as this reply's own wait is, so the
+   * pause ends with that wait (counted from the moment it is told, it would outlast it by recovery's bookkeeping).
+   */
+  pushback(error: AttemptError, failedAt: bigint): Effect.Effect<void> {
+    return TransportError.isTransportError(error) && error.retryAfter !== undefined
+      ? Effect.flatMap(
+        leftOf(error.retryAfter, failedAt),
+        (delay) => this.fleet.pushback(error.status === undefined ? { delay } : { delay, status: error.status })
+      )
+      : Effect.void
+  }
 
-    // A response recovery leaves behind (it replays, gives up or is interrupted) is cancelled on the server, once:
-    // it would go on running and billing. Not a generation attempt; its failure is told, not raised.
-    // Uninterruptible (the cancel is bounded by its provider): once taken off `live`, an interruption must not stop
-    // it halfway, since nothing would cancel the response again.
-    const abandon: Effect.Effect<void> = Effect.uninterruptible(Effect.suspend(() => {
-      const resumable = resumableNow()
-      live = undefined
+  /** The fleet's checks for a resend inside an attempt (a capability fallback): a replay for the fleet. */
+  resend(): Effect.Effect<void, Budget.BudgetExhausted> {
+    const self = this
+    return Effect.gen(function*() {
+      const withdrawal = yield* self.fleet.withdraw
+      const beyond = withdrawal.allowed ? yield* self.waitForFleet(yield* self.fleet.paused) : Option.none()
+      if (withdrawal.allowed && Option.isNone(beyond)) return
+      self.fleetStop = Option.match(beyond, {
+        onNone: (): FleetStop => ({ reason: "FleetBudget" }),
+        onSome: (retryAfter): FleetStop => ({ reason: "RetryAfterBeyondDeadline", retryAfter })
+      })
+      return yield* Budget.deadlineReached(self.allowance)
+    })
+  }
+
+  resumableNow(): Resumption.Resumable | undefined {
+    const live = this.live
+    return live !== undefined && !live.settled() && live.responseId() !== undefined ? live : undefined
+  }
+
+  /**
+   * A response recovery leaves behind (it replays, gives up or is interrupted) is cancelled on the server, once: it
+   * would go on running and billing. Not a generation attempt; its failure is told, not raised. Uninterruptible (the
+   * cancel is bounded by its provider): once taken off `live`, an interruption must not stop it halfway, since nothing
+   * would cancel the response again.
+   */
+  abandon(): Effect.Effect<void> {
+    return Effect.uninterruptible(Effect.suspend(() => {
+      const resumable = this.resumableNow()
+      this.live = undefined
       if (resumable === undefined) return Effect.void
       const responseId = resumable.responseId()!
       return Effect.flatMap(Effect.either(resumable.cancel), (result) =>
         Effect.zipRight(
-          notify(N.ResponseCancelled({ responseId, error: result._tag === "Left" ? result.left : undefined })),
-          Metric.increment(meters.cancels(result._tag === "Left" ? "failed" : "cancelled"))
+          this.notify(N.ResponseCancelled({ responseId, error: result._tag === "Left" ? result.left : undefined })),
+          Metric.increment(this.meters.cancels(result._tag === "Left" ? "failed" : "cancelled"))
         ))
     }))
+  }
 
-    // The attempt's send is reserved by the sender; this is what its reservation starts.
-    // Done at once on the fiber in hand when nobody listens (`undefined`: the metric only, fix 32).
-    const onStart = (resumed: Pending | undefined) => (attempt: number, fiber: Fiber.Running) => {
-      attemptsOfReply++
-      if (resumed === undefined && silent) {
-        Fiber.increment(fiber, meters.attempts)
-        return undefined
-      }
-      return Effect.suspend(() => {
-        const maxAttempts = allowance.settings.maxAttempts
-        if (resumed === undefined) {
-          return Effect.zipRight(
-            notify(N.AttemptStarted({ attempt, maxAttempts })),
-            Metric.increment(meters.attempts)
-          )
-        }
-        const { fromSequence, mode } = resumed.continuation
-        return Effect.all([
-          notify(N.AttemptResumed({ attempt, maxAttempts, responseId: resumed.responseId, fromSequence, mode })),
-          Metric.increment(meters.attempts),
-          Metric.increment(meters.resumes(mode)),
-          Effect.annotateCurrentSpan({
-            [A.responseId]: resumed.responseId,
-            [A.resumeFrom]: fromSequence,
-            [A.resumeMode]: mode
-          })
-        ], { discard: true })
-      })
+  /**
+   * What the reservation of an attempt's send starts (the attempt's send is reserved by the sender). Done at once on
+   * the fiber in hand when nobody listens (`undefined`: the metric only, fix 32).
+   */
+  started(resumed: Pending | undefined, attempt: number, fiber: Fiber.Running): Effect.Effect<void> | undefined {
+    this.attemptsOfReply++
+    if (resumed === undefined && this.silent) {
+      Fiber.increment(fiber, this.meters.attempts)
+      return undefined
     }
-
-    // The wait before the next attempt, a replay or a continuation: the policy's backoff (none for an immediate
-    // continuation) lengthened by Retry-After, never begun when it would end past the deadline, withdrawn from the
-    // fleet's retry budget, then told (`RetryScheduled`, with `resume` for a continuation). Left: recovery ends
-    // instead, with that exhaustion.
-    const scheduleNext = (next: {
-      readonly attempt: number
-      readonly remainingAttempts: number
-      readonly retryAfter: Option.Option<Duration.Duration>
-      readonly immediate: boolean
-      readonly resume?: RecoveryNotifications.Resume | undefined
-    }): Effect.Effect<Either.Either<Duration.Duration, Effect.Effect<never, RecoveryError>>> =>
-      Effect.gen(function*() {
-        let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
-        if (!next.immediate) {
-          if (planner === undefined) planner = yield* Policy.planner(Policy.backoff(policy))
-          const backoff = yield* planner.next
-          if (Option.isNone(backoff)) return Either.left(exhausted("Attempts"))
-          wait = Policy.lengthen(backoff.value, next.retryAfter)
-        }
-        const now = yield* Clock.currentTimeNanos
-        const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
-        if (now + waitNanos >= allowance.deadlineAt) {
-          return Either.left(
-            wait.source === "retry-after"
-              ? exhausted("RetryAfterBeyondDeadline", wait.delay)
-              : exhausted("Deadline")
-          )
-        }
-        const withdrawal = yield* fleet.withdraw
-        if (!withdrawal.allowed) return Either.left(exhausted("FleetBudget"))
-        yield* Effect.annotateCurrentSpan({
-          [A.outcome]: next.resume === undefined ? "retried" : "resumed",
-          [A.retryDelayMs]: Duration.toMillis(wait.delay),
-          [A.retryDelaySource]: wait.source,
-          ...(next.resume === undefined ? {} : { [A.responseId]: next.resume.responseId })
+    return Effect.suspend(() => {
+      const maxAttempts = this.allowance.settings.maxAttempts
+      const meters = this.meters
+      if (resumed === undefined) {
+        return Effect.zipRight(
+          this.notify(N.AttemptStarted({ attempt, maxAttempts })),
+          Metric.increment(meters.attempts)
+        )
+      }
+      const { fromSequence, mode } = resumed.continuation
+      return Effect.all([
+        this.notify(N.AttemptResumed({ attempt, maxAttempts, responseId: resumed.responseId, fromSequence, mode })),
+        Metric.increment(meters.attempts),
+        Metric.increment(meters.resumes(mode)),
+        Effect.annotateCurrentSpan({
+          [A.responseId]: resumed.responseId,
+          [A.resumeFrom]: fromSequence,
+          [A.resumeMode]: mode
         })
-        yield* notify(N.RetryScheduled({
-          nextAttempt: next.attempt + 1,
-          delay: wait.delay,
-          delaySource: wait.source,
-          remainingAttempts: next.remainingAttempts,
-          remainingTime: Duration.nanos(allowance.deadlineAt - now),
-          ...(next.resume === undefined ? {} : { resume: next.resume })
-        }))
-        yield* Metric.update(meters.retryDelay(wait.source), Duration.toMillis(wait.delay))
-        if (wait.source === "retry-after") yield* Metric.increment(meters.retryAfterWaits)
-        return Either.right(wait.delay)
+      ], { discard: true })
+    })
+  }
+
+  /**
+   * The wait before the next attempt, a replay or a continuation: the policy's backoff (none for an immediate
+   * continuation) lengthened by Retry-After, never begun when it would end past the deadline, withdrawn from the
+   * fleet's retry budget, then told (`RetryScheduled`, with `resume` for a continuation). Left: recovery ends instead,
+   * with that exhaustion.
+   */
+  scheduleNext(next: {
+    readonly attempt: number
+    readonly remainingAttempts: number
+    readonly retryAfter: Option.Option<Duration.Duration>
+    readonly immediate: boolean
+    readonly resume?: RecoveryNotifications.Resume | undefined
+  }): Effect.Effect<Either.Either<Duration.Duration, Effect.Effect<never, RecoveryError>>> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, meters } = self
+      let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
+      if (!next.immediate) {
+        if (self.planner === undefined) self.planner = yield* Policy.planner(Policy.backoff(self.policy))
+        const backoff = yield* self.planner.next
+        if (Option.isNone(backoff)) return Either.left(self.exhausted("Attempts"))
+        wait = Policy.lengthen(backoff.value, next.retryAfter)
+      }
+      const now = yield* Clock.currentTimeNanos
+      const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+      if (now + waitNanos >= allowance.deadlineAt) {
+        return Either.left(
+          wait.source === "retry-after"
+            ? self.exhausted("RetryAfterBeyondDeadline", wait.delay)
+            : self.exhausted("Deadline")
+        )
+      }
+      const withdrawal = yield* self.fleet.withdraw
+      if (!withdrawal.allowed) return Either.left(self.exhausted("FleetBudget"))
+      yield* Effect.annotateCurrentSpan({
+        [A.outcome]: next.resume === undefined ? "retried" : "resumed",
+        [A.retryDelayMs]: Duration.toMillis(wait.delay),
+        [A.retryDelaySource]: wait.source,
+        ...(next.resume === undefined ? {} : { [A.responseId]: next.resume.responseId })
       })
+      yield* self.notify(N.RetryScheduled({
+        nextAttempt: next.attempt + 1,
+        delay: wait.delay,
+        delaySource: wait.source,
+        remainingAttempts: next.remainingAttempts,
+        remainingTime: Duration.nanos(allowance.deadlineAt - now),
+        ...(next.resume === undefined ? {} : { resume: next.resume })
+      }))
+      yield* Metric.update(meters.retryDelay(wait.source), Duration.toMillis(wait.delay))
+      if (wait.source === "retry-after") yield* Metric.increment(meters.retryAfterWaits)
+      return Either.right(wait.delay)
+    })
+  }
 
-    // The next attempt when it continues the failed attempt's response: scheduled like a replay (the policy's wait,
-    // lengthened by Retry-After, within the deadline, debited from the fleet), except that nothing is discarded.
-    // `undefined`: the response cannot be continued, and the failure goes the usual way.
-    const resumeOf = (
-      resumable: Resumption.Resumable,
-      attempt: number,
-      acc: Accumulator,
-      error: ProviderFailure.ProviderFailure,
-      failedAt: bigint
-    ): Effect.Effect<Decision | undefined, never, never> =>
-      Effect.gen(function*() {
-        const verdict = Classification.classify(error)
-        const remainingAttempts = yield* allowance.remainingAttempts
-        if (remainingAttempts === 0) return undefined
-        const next = resumable.continuation({
-          error,
-          retryable: verdict._tag === "Retryable",
-          remainingAttempts,
-          shownText: acc.text,
-          shownReasoning: acc.reasoning
-        })
-        if (Option.isNone(next)) return undefined
-        const continuation = next.value
-        const responseId = resumable.responseId()!
-        // Recovery ends here after all: what the attempt kept is discarded with it, as when a replay cannot be made.
-        const stop = (stop: Effect.Effect<never, RecoveryError>): Effect.Effect<Decision> =>
-          Effect.as(
-            Effect.zipRight(
-              notify(
-                N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
-              ),
-              Effect.zipRight(
-                Metric.increment(meters.discards),
-                Effect.annotateCurrentSpan({ [A.discardedChars]: acc.text.length, [A.outcome]: "surfaced" })
-              )
+  /**
+   * The next attempt when it continues the failed attempt's response: scheduled like a replay (the policy's wait,
+   * lengthened by Retry-After, within the deadline, debited from the fleet), except that nothing is discarded.
+   * `undefined`: the response cannot be continued, and the failure goes the usual way.
+   */
+  resumeOf(
+    resumable: Resumption.Resumable,
+    attempt: number,
+    acc: Accumulator,
+    error: ProviderFailure.ProviderFailure,
+    failedAt: bigint
+  ): Effect.Effect<Decision | undefined> {
+    const self = this
+    return Effect.gen(function*() {
+      const verdict = Classification.classify(error)
+      const remainingAttempts = yield* self.allowance.remainingAttempts
+      if (remainingAttempts === 0) return undefined
+      const next = resumable.continuation({
+        error,
+        retryable: verdict._tag === "Retryable",
+        remainingAttempts,
+        shownText: acc.text,
+        shownReasoning: acc.reasoning
+      })
+      if (Option.isNone(next)) return undefined
+      const continuation = next.value
+      const responseId = resumable.responseId()!
+      // Recovery ends here after all: what the attempt kept is discarded with it, as when a replay cannot be made.
+      const stop = (stop: Effect.Effect<never, RecoveryError>): Effect.Effect<Decision> =>
+        Effect.as(
+          Effect.zipRight(
+            self.notify(
+              N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
             ),
-            { _tag: "Stop", error, stop } as Decision
-          )
-        yield* pushback(error, failedAt)
+            Effect.zipRight(
+              Metric.increment(self.meters.discards),
+              Effect.annotateCurrentSpan({ [A.discardedChars]: acc.text.length, [A.outcome]: "surfaced" })
+            )
+          ),
+          { _tag: "Stop", error, stop } as Decision
+        )
+      yield* self.pushback(error, failedAt)
+      yield* Effect.annotateCurrentSpan({
+        ...Telemetry.failureAttributes(error),
+        [A.retryable]: verdict._tag === "Retryable"
+      })
+      self.errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+      const scheduled = yield* self.scheduleNext({
+        attempt,
+        remainingAttempts,
+        retryAfter: verdict._tag === "Retryable" ? verdict.retryAfter : Option.none(),
+        immediate: continuation.immediate,
+        resume: {
+          responseId,
+          fromSequence: continuation.fromSequence,
+          mode: continuation.mode,
+          keptChars: acc.text.length,
+          error
+        }
+      })
+      if (Either.isLeft(scheduled)) return yield* stop(scheduled.left)
+      return {
+        _tag: "Resume",
+        error,
+        delay: scheduled.right,
+        failedAt,
+        pending: { continuation, responseId, acc }
+      } as Decision
+    })
+  }
+
+  /**
+   * The attempt, then what follows from its outcome: not one generator, whose body would be held on the fiber's stack
+   * for as long as the attempt reads its stream (fix 21).
+   */
+  sendOrContinue(span: Tracer.Span): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> {
+    return Effect.suspend(() => {
+      const resumed = this.pending
+      this.pending = undefined
+      // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
+      if (resumed === undefined) this.live = undefined
+      return new AttemptRun<RH>(this, resumed, span).run<
+        E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+        R | Budget.Budget
+      >(resumed === undefined ? this.generation : resumed.continuation.stream)
+    })
+  }
+
+  /**
+   * A completed attempt is committed on the spot: its span's attributes are set on the span in hand, with no region or
+   * generator for them (fix 32).
+   */
+  committed(span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Completed" }>): Decision {
+    const { acc, attempt } = outcome
+    const finish = acc.finish!
+    const reply = new Generation.Reply({
+      text: acc.text,
+      reasoning: acc.reasoning,
+      reasoningParts: acc.reasoningParts,
+      toolCalls: acc.toolCalls,
+      finishReason: finish.reason,
+      providerFinishReason: finish.providerReason,
+      usage: Option.fromNullable(acc.usage),
+      attempts: this.attemptsOfReply
+    })
+    span.attribute(A.attempt, attempt)
+    Fiber.annotate(span, { [A.outcome]: "committed", ...replyAttributes(reply) })
+    return { _tag: "Commit", reply }
+  }
+
+  /**
+   * What follows a failed attempt, in its span: provided for that part only. A region held while the attempt reads its
+   * stream costs about 2.5 KB a reply; the read has the span in its own context (`scopedAttempt`, fix 21).
+   */
+  decideFailure(span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Failed" }>): Effect.Effect<Decision> {
+    const self = this
+    return Effect.provideService(
+      Effect.gen(function*() {
+        if (outcome.attempt === undefined) {
+          // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
+          const { error } = outcome
+          self.lastShown = 0
+          yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
+          const stop = Budget.isBudgetExhausted(error)
+            ? self.budgetStop(error)
+            : self.surface(
+              HookError.isHookError(error)
+                ? error
+                : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
+            )
+          return { _tag: "Stop", error, stop } as Decision
+        }
+        const attempt = outcome.attempt
+        yield* Effect.annotateCurrentSpan(A.attempt, attempt)
+
+        const { acc, error, failedAt } = outcome
+        self.lastShown = acc.text.length
+        const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+        const resumable = self.replay ? self.resumableNow() : undefined
+        if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
+          const resume = yield* self.resumeOf(resumable, attempt, acc, error, failedAt)
+          if (resume !== undefined) return resume
+        }
+        yield* self.notify(
+          N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+        )
+        yield* Metric.increment(self.meters.discards)
         yield* Effect.annotateCurrentSpan({
           ...Telemetry.failureAttributes(error),
-          [A.retryable]: verdict._tag === "Retryable"
+          [A.discardedChars]: acc.text.length,
+          [A.outcome]: "surfaced"
         })
-        errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
-        const scheduled = yield* scheduleNext({
+        if (Budget.isBudgetExhausted(error)) return stop(self.budgetStop(error))
+        if (HookError.isHookError(error)) return stop(self.surface(error))
+        // Server pushback concerns every process on the key, whatever becomes of this failure.
+        yield* self.pushback(error, failedAt)
+
+        const verdict = Classification.classify(error)
+        yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+        if (verdict._tag === "Permanent") {
+          return stop(
+            self.surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+          )
+        }
+        if (!self.replay) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+          return stop(
+            self.surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+          )
+        }
+        if (acc.effectful) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+          return stop(
+            self.surface(
+              RecoveryErrorFamily.withAttemptFacts(error, {
+                partialOutputChars: acc.text.length,
+                replayBlocked: "ExternalEffects"
+              })
+            )
+          )
+        }
+        self.errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+
+        const remainingAttempts = yield* self.allowance.remainingAttempts
+        if (remainingAttempts === 0) return stop(self.exhausted("Attempts"))
+        const scheduled = yield* self.scheduleNext({
           attempt,
           remainingAttempts,
-          retryAfter: verdict._tag === "Retryable" ? verdict.retryAfter : Option.none(),
-          immediate: continuation.immediate,
-          resume: {
-            responseId,
-            fromSequence: continuation.fromSequence,
-            mode: continuation.mode,
-            keptChars: acc.text.length,
-            error
-          }
+          retryAfter: verdict.retryAfter,
+          immediate: false
         })
-        if (Either.isLeft(scheduled)) return yield* stop(scheduled.left)
-        return {
-          _tag: "Resume",
-          error,
-          delay: scheduled.right,
-          failedAt,
-          pending: { continuation, responseId, acc }
-        } as Decision
-      })
-
-    // The attempt, then what follows from its outcome: not one generator, whose body would be held on the fiber's
-    // stack for as long as the attempt reads its stream (fix 21).
-    const sendOrContinue = (span: Tracer.Span) =>
-      Effect.suspend(() => {
-        const resumed = pending
-        pending = undefined
-        // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
-        if (resumed === undefined) live = undefined
-        return runAttempt<
-          E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
-          R | Budget.Budget,
-          RH
-        >(
-          resumed === undefined ? generation : resumed.continuation.stream,
-          allowance,
-          options,
-          notifications,
-          resend,
-          onStart(resumed),
-          resumed?.acc,
-          offer,
-          span
-        )
-      })
-    // A completed attempt is committed on the spot: its span's attributes are set on the span in hand, with no
-    // region or generator for them (fix 32).
-    const committed = (span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Completed" }>): Decision => {
-      const { acc, attempt } = outcome
-      const finish = acc.finish!
-      const reply = new Generation.Reply({
-        text: acc.text,
-        reasoning: acc.reasoning,
-        reasoningParts: acc.reasoningParts,
-        toolCalls: acc.toolCalls,
-        finishReason: finish.reason,
-        providerFinishReason: finish.providerReason,
-        usage: Option.fromNullable(acc.usage),
-        attempts: attemptsOfReply
-      })
-      span.attribute(A.attempt, attempt)
-      Fiber.annotate(span, { [A.outcome]: "committed", ...replyAttributes(reply) })
-      return { _tag: "Commit", reply }
-    }
-    // What follows a failed attempt, in its span: provided for that part only. A region held while the attempt reads
-    // its stream costs about 2.5 KB a reply; the read has the span in its own context (`scopedAttempt`, fix 21).
-    const decideFailure = (span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Failed" }>) =>
-      Effect.provideService(
-        Effect.gen(function*() {
-          if (outcome.attempt === undefined) {
-            // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
-            const { error } = outcome as Extract<Outcome, { _tag: "Failed" }>
-            lastShown = 0
-            yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
-            const stop = Budget.isBudgetExhausted(error)
-              ? fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-              : surface(
-                HookError.isHookError(error)
-                  ? error
-                  : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
-              )
-            return { _tag: "Stop", error, stop } as Decision
-          }
-          const attempt = outcome.attempt
-          yield* Effect.annotateCurrentSpan(A.attempt, attempt)
-
-          const { acc, error, failedAt } = outcome
-          lastShown = acc.text.length
-          const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
-          const resumable = replay ? resumableNow() : undefined
-          if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-            const resume = yield* resumeOf(resumable, attempt, acc, error, failedAt)
-            if (resume !== undefined) return resume
-          }
-          yield* notify(
-            N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
-          )
-          yield* Metric.increment(meters.discards)
-          yield* Effect.annotateCurrentSpan({
-            ...Telemetry.failureAttributes(error),
-            [A.discardedChars]: acc.text.length,
-            [A.outcome]: "surfaced"
-          })
-          if (Budget.isBudgetExhausted(error)) {
-            return stop(
-              fleetStop === undefined ? exhausted(error.reason) : exhausted(fleetStop.reason, fleetStop.retryAfter)
-            )
-          }
-          if (HookError.isHookError(error)) return stop(surface(error))
-          // Server pushback concerns every process on the key, whatever becomes of this failure.
-          yield* pushback(error, failedAt)
-
-          const verdict = Classification.classify(error)
-          yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-          if (verdict._tag === "Permanent") {
-            return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-          }
-          if (!replay) {
-            yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
-            return stop(surface(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length })))
-          }
-          if (acc.effectful) {
-            yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
-            return stop(
-              surface(
-                RecoveryErrorFamily.withAttemptFacts(error, {
-                  partialOutputChars: acc.text.length,
-                  replayBlocked: "ExternalEffects"
-                })
-              )
-            )
-          }
-          errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
-
-          const remainingAttempts = yield* allowance.remainingAttempts
-          if (remainingAttempts === 0) return stop(exhausted("Attempts"))
-          const scheduled = yield* scheduleNext({
-            attempt,
-            remainingAttempts,
-            retryAfter: verdict.retryAfter,
-            immediate: false
-          })
-          return Either.isLeft(scheduled)
-            ? stop(scheduled.left)
-            : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
-        }),
-        Tracer.ParentSpan,
-        span
-      )
-
-    // One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided
-    // inside it, done outside it).
-    const attemptInSpan = (): Effect.Effect<Generation.Reply, RecoveryError, R | RH> => {
-      let decided: Decision | undefined
-      const settle = (decision: Decision) => {
-        decided = decision
-        return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
-      }
-      const then = () => afterAttempt(decided!)
-      // `Effect.useSpan`, not `Effect.withSpan`: the span is provided where it is needed (`decideFailure`), not around
-      // the whole attempt
-      return Effect.matchEffect(
-        Effect.useSpan(Telemetry.SpanName.attempt, {
-          attributes: { [A.maxAttempts]: allowance.settings.maxAttempts },
-          captureStackTrace: false
-        }, (span) =>
-          Effect.flatMap(
-            sendOrContinue(span),
-            (outcome) =>
-              outcome._tag === "Completed"
-                ? settle(committed(span, outcome))
-                : Effect.flatMap(decideFailure(span, outcome), settle)
-          )),
-        { onFailure: then, onSuccess: then }
-      )
-    }
-
-    // The attempts, one after another: each step returns what runs next (the next attempt, or the end), so no
-    // generator's body is held on the fiber's stack while an attempt reads its stream (fix 21).
-    const attempts: Effect.Effect<Generation.Reply, RecoveryError, R | RH> = Effect.suspend(() =>
-      // without a fleet, nothing to credit or wait out (fix 32)
-      fleet === FleetLimits.unlimited ? attemptInSpan() : Effect.flatten(Effect.gen(function*() {
-        // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
-        // the send waits out a pause the fleet is in.
-        const beyond = yield* waitForFleet(yield* (attemptsOfReply === 0 ? fleet.deposit : fleet.paused))
-        if (Option.isSome(beyond)) {
-          yield* abandon
-          return exhausted("RetryAfterBeyondDeadline", beyond.value)
-        }
-        return attemptInSpan()
-      }))
+        return Either.isLeft(scheduled)
+          ? stop(scheduled.left)
+          : { _tag: "Retry", error, delay: scheduled.right, failedAt } as Decision
+      }),
+      Tracer.ParentSpan,
+      span
     )
-    const afterAttempt = (decision: Decision): Effect.Effect<Generation.Reply, RecoveryError, R | RH> => {
-      switch (decision._tag) {
-        case "Commit":
-          live = undefined
-          return Effect.succeed(decision.reply)
-        case "Stop":
-          return Effect.zipRight(abandon, decision.stop)
-        case "Retry": {
-          const wait = waitFrom(decision.delay, decision.failedAt)
-          // the response left behind is cancelled during the wait, which it does not lengthen (past it, the
-          // replay waits for the cancel, which takes at most 2 s); without one, the wait alone, with no fibers
-          // forked for it
-          return Effect.zipRight(
-            Effect.suspend(() =>
-              resumableNow() === undefined
-                ? Effect.zipRight(Effect.sync(() => (live = undefined)), wait)
-                : Effect.all([abandon, wait], { concurrency: 2, discard: true })
-            ),
-            attempts
-          )
-        }
-        case "Resume":
-          pending = decision.pending
-          // a poll after a refusal has nothing to wait out (a zero delay: `waitFrom` begins no sleep)
-          return Effect.zipRight(waitFrom(decision.delay, decision.failedAt), attempts)
-      }
-    }
+  }
 
-    // Interrupted, recovery cancels the background response it was reading, if there is one.
-    const reply = Effect.flatMap(Effect.onInterrupt(attempts, () => abandon), (reply): Effect.Effect<
-      Generation.Reply,
-      RecoveryError,
-      RH
-    > =>
-      // nobody listens and no hook runs: the metric and the reply span's attributes in one operation (fix 32)
-      silent && options.hooks?.afterGeneration === undefined
-        ? Effect.withFiberRuntime((fiber) => {
-          Fiber.increment(fiber, meters.committed)
-          Fiber.annotate(replySpan, replyAttributes(reply))
-          return Effect.succeed(reply)
-        })
-        : Effect.gen(function*() {
-          yield* notify(N.Committed({ reply }))
-          yield* Metric.increment(meters.committed)
-          yield* Effect.annotateCurrentSpan(replyAttributes(reply))
-          if (options.hooks?.afterGeneration !== undefined) {
-            yield* Effect.mapError(
-              options.hooks.afterGeneration(reply),
-              (cause) => new HookError.HookError({ hook: "afterGeneration", cause })
-            )
-          }
-          return reply
-        }))
+  /**
+   * One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided inside
+   * it, done outside it).
+   */
+  attemptInSpan(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
+    let decided: Decision | undefined
+    const settle = (decision: Decision) => {
+      decided = decision
+      return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
+    }
+    const then = () => this.afterAttempt(decided!)
+    // `Effect.useSpan`, not `Effect.withSpan`: the span is provided where it is needed (`decideFailure`), not around
+    // the whole attempt
+    return Effect.matchEffect(
+      Effect.useSpan(Telemetry.SpanName.attempt, {
+        attributes: { [A.maxAttempts]: this.allowance.settings.maxAttempts },
+        captureStackTrace: false
+      }, (span) =>
+        Effect.flatMap(
+          this.sendOrContinue(span),
+          (outcome) =>
+            outcome._tag === "Completed"
+              ? settle(this.committed(span, outcome))
+              : Effect.flatMap(this.decideFailure(span, outcome), settle)
+        )),
+      { onFailure: then, onSuccess: then }
+    ) as Effect.Effect<Generation.Reply, RecoveryError, R | RH>
+  }
+
+  /**
+   * The attempts, one after another: each step returns what runs next (the next attempt, or the end), so no
+   * generator's body is held on the fiber's stack while an attempt reads its stream (fix 21).
+   */
+  attempts(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
+    // without a fleet, nothing to credit or wait out (fix 32)
+    if (this.fleet === FleetLimits.unlimited) return this.attemptInSpan()
+    const self = this
+    return Effect.flatten(Effect.gen(function*() {
+      // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way the
+      // send waits out a pause the fleet is in.
+      const beyond = yield* self.waitForFleet(
+        yield* (self.attemptsOfReply === 0 ? self.fleet.deposit : self.fleet.paused)
+      )
+      if (Option.isSome(beyond)) {
+        yield* self.abandon()
+        return self.exhausted("RetryAfterBeyondDeadline", beyond.value)
+      }
+      return self.attemptInSpan()
+    }))
+  }
+
+  afterAttempt(decision: Decision): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
+    switch (decision._tag) {
+      case "Commit":
+        this.live = undefined
+        return Effect.succeed(decision.reply)
+      case "Stop":
+        return Effect.zipRight(this.abandon(), decision.stop)
+      case "Retry": {
+        const wait = waitFrom(decision.delay, decision.failedAt)
+        // the response left behind is cancelled during the wait, which it does not lengthen (past it, the replay
+        // waits for the cancel, which takes at most 2 s); without one, the wait alone, with no fibers forked for it
+        return Effect.zipRight(
+          Effect.suspend(() =>
+            this.resumableNow() === undefined
+              ? Effect.zipRight(Effect.sync(() => (this.live = undefined)), wait)
+              : Effect.all([this.abandon(), wait], { concurrency: 2, discard: true })
+          ),
+          Effect.suspend(() => this.attempts())
+        )
+      }
+      case "Resume":
+        this.pending = decision.pending
+        // a poll after a refusal has nothing to wait out (a zero delay: `waitFrom` begins no sleep)
+        return Effect.zipRight(waitFrom(decision.delay, decision.failedAt), Effect.suspend(() => this.attempts()))
+    }
+  }
+
+  /** The reply: its attempts, then its commit told; interrupted, recovery cancels the background response it read. */
+  run(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
+    const options = this.options
+    const reply = Effect.flatMap(
+      Effect.onInterrupt(Effect.suspend(() => this.attempts()), () => this.abandon()),
+      (reply): Effect.Effect<Generation.Reply, RecoveryError, RH> =>
+        // nobody listens and no hook runs: the metric and the reply span's attributes in one operation (fix 32)
+        this.silent && options.hooks?.afterGeneration === undefined
+          ? Effect.withFiberRuntime((fiber) => {
+            Fiber.increment(fiber, this.meters.committed)
+            Fiber.annotate(this.replySpan, replyAttributes(reply))
+            return Effect.succeed(reply)
+          })
+          : this.told(reply)
+    )
     const before = options.hooks?.beforeGeneration
     return before === undefined ? reply : Effect.zipRight(
       Effect.mapError(before, (cause) => new HookError.HookError({ hook: "beforeGeneration", cause })),
       reply
     )
-  })
+  }
+
+  /** A committed reply told to the listener, counted, on the reply's span, then given to `afterGeneration`. */
+  told(reply: Generation.Reply): Effect.Effect<Generation.Reply, RecoveryError, RH> {
+    const self = this
+    return Effect.gen(function*() {
+      yield* self.notify(N.Committed({ reply }))
+      yield* Metric.increment(self.meters.committed)
+      yield* Effect.annotateCurrentSpan(replyAttributes(reply))
+      const after = self.options.hooks?.afterGeneration
+      if (after !== undefined) {
+        yield* Effect.mapError(after(reply), (cause) => new HookError.HookError({ hook: "afterGeneration", cause }))
+      }
+      return reply
+    })
+  }
+}
 
 const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
   [A.attempts]: reply.attempts,
