@@ -21,6 +21,7 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -465,24 +466,43 @@ const replyOn = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH> => {
   const allowance = Budget.enclosingOrNewIn(fiber)
-  // the reply's span and its Budget in one context (as `Effect.withSpan` over `Budget.scoped`, with one region on
-  // the fiber's stack instead of two; docs/performance.md, fix 19)
-  return Effect.useSpan(
-    Telemetry.SpanName.reply,
-    { attributes: options.spanAttributes ?? {}, captureStackTrace: false },
-    (span) =>
-      // typed as `Budget.scoped` is: the span is no requirement of a reply's (`Effect.provide` in fewer operations:
-      // `internal/region.ts`, fix 32)
-      Region.provide(
-        new ReplyRun(fiber, generation, options, meters, allowance, span).run(),
-        Context.make(Budget.Budget, allowance).pipe(Context.add(Tracer.ParentSpan, span))
-      ) as Effect.Effect<Generation.Reply, RecoveryError, never> as Effect.Effect<
-        Generation.Reply,
-        RecoveryError,
-        Exclude<R, Budget.Budget> | RH
-      >
-  )
+  // The reply's span, its Budget and its end in one region: what `Effect.useSpan` over `Effect.provide` and
+  // `Effect.onInterrupt` did in three, each with its frames on the fiber's stack for as long as the reply is in flight,
+  // and their operations on every reply (docs/performance.md, fixes 19 and 36).
+  return Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(
+      Effect.makeSpan(Telemetry.SpanName.reply, {
+        attributes: options.spanAttributes ?? {},
+        captureStackTrace: false
+      }),
+      (span) => {
+        const reply = new ReplyRun(fiber, generation, options, meters, allowance, span)
+        return Effect.flatMap(
+          FiberRef.getAndUpdate(
+            FiberRef.currentContext,
+            (outer) => Context.add(Context.add(outer, Budget.Budget, allowance), Tracer.ParentSpan, span)
+          ),
+          (outer) => reply.region(restore, outer)
+        )
+      }
+    )
+  ) as Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget> | RH>
 }
+
+/**
+ * Ends `span` with `exit`, as `Effect.useSpan` ends its span: at the `Clock`'s time when the tracer's timing is on, and
+ * not again once it has ended.
+ */
+const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    if (span.status._tag !== "Ended") {
+      span.end(
+        fiber.getFiberRef(FiberRef.currentTracerTimingEnabled) ? Fiber.clock(fiber).unsafeCurrentTimeNanos() : 0n,
+        exit
+      )
+    }
+    return Effect.void
+  })
 
 /** The end of a failed attempt's run decided by the fleet, for a resend inside an attempt that it refused. */
 interface FleetStop {
@@ -1068,10 +1088,35 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   }
 
   /** The reply: its attempts, then its commit told; interrupted, recovery cancels the background response it read. */
+  /**
+   * The reply in its region (made by `replyOn`, uninterruptible but for `restore`, with the reply's `Budget` and span
+   * in the fiber's context, which was `outer`): its attempts, then its commit told. Interrupted, recovery cancels the
+   * background response it was reading, if there is one. Then the context is restored, and the reply's span ended with
+   * the reply's exit.
+   */
+  region(
+    restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>,
+    outer: Context.Context<never>
+  ): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
+    const release = FiberRef.set(FiberRef.currentContext, outer)
+    return Effect.matchCauseEffect(restore(this.run()), {
+      onFailure: (cause) =>
+        Effect.zipRight(
+          Effect.zipRight(
+            Cause.isInterruptedOnly(cause) ? this.abandon() : Effect.void,
+            Effect.zipRight(release, endSpan(this.replySpan, Exit.failCause(cause)))
+          ),
+          Effect.failCause(cause)
+        ),
+      onSuccess: (reply) => Effect.as(Effect.zipRight(release, endSpan(this.replySpan, Exit.succeed(reply))), reply)
+    })
+  }
+
+  /** The reply: `beforeGeneration`, its attempts, then its commit told. */
   run(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
     const options = this.options
     const reply = Effect.flatMap(
-      Effect.onInterrupt(Effect.suspend(() => this.attempts()), () => this.abandon()),
+      Effect.suspend(() => this.attempts()),
       (reply): Effect.Effect<Generation.Reply, RecoveryError, RH> =>
         // nobody listens and no hook runs: the metric and the reply span's attributes in one operation (fix 32)
         this.silent && options.hooks?.afterGeneration === undefined
