@@ -45,7 +45,6 @@ import * as Generation from "./Generation.js"
 import * as HookError from "./HookError.js"
 import { Accumulator } from "./internal/attempt.js"
 import * as Fiber from "./internal/fiber.js"
-import * as Region from "./internal/region.js"
 import * as Policy from "./Policy.js"
 import * as Provider from "./Provider.js"
 import * as ProviderFailure from "./ProviderFailure.js"
@@ -158,50 +157,6 @@ const leftOf = (delay: Duration.Duration, since: bigint): Effect.Effect<Duration
     const left = Duration.unsafeToNanos(delay) - (now - since)
     return left > 0n ? Duration.nanos(left) : Duration.zero
   })
-
-/**
- * Provides an attempt's `Budget` and `Resumption` in one context: each provided service is a region of its own on the
- * fiber's stack, held for as long as the reply waits on its stream (about 2 KB each; docs/performance.md, fixes 19
- * and 21).
- */
-const provideAttempt = <A, E, R>(
-  self: Effect.Effect<A, E, R>,
-  allowance: Budget.Allowance,
-  offer: Resumption.Service,
-  span: Tracer.Span
-): Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>> =>
-  // the same requirement as `Exclude<R, Budget | Resumption>`, spelled as two services provided in turn would be
-  Effect.provide(
-    self,
-    Context.make(Budget.Budget, allowance).pipe(
-      Context.add(Resumption.Resumption, offer),
-      Context.add(Tracer.ParentSpan, span)
-    )
-  ) as Effect.Effect<A, E, never> as Effect.Effect<A, E, Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>>
-
-/**
- * `Effect.scoped` and {@link provideAttempt} in one region: the attempt's `Scope`, made here and closed with the
- * attempt's exit, is provided in the same context as its `Budget` and `Resumption` (`Effect.scoped` provides its
- * scope in a region of its own, inside the one that makes and closes it; fix 21), in fewer operations than
- * `Effect.acquireUseRelease` over `Effect.provide` (`internal/region.ts`, fix 32).
- */
-const scopedAttempt = <A, E, R>(
-  self: Effect.Effect<A, E, R>,
-  allowance: Budget.Allowance,
-  offer: Resumption.Service,
-  span: Tracer.Span
-): Effect.Effect<A, E, Exclude<Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>, Scope.Scope>> =>
-  // the same requirement as `Exclude<R, Budget | Resumption | Scope>`, spelled as three services provided in turn
-  // would be
-  Region.scoped(self, () =>
-    Context.make(Budget.Budget, allowance).pipe(
-      Context.add(Resumption.Resumption, offer),
-      Context.add(Tracer.ParentSpan, span)
-    )) as Effect.Effect<A, E, never> as Effect.Effect<
-      A,
-      E,
-      Exclude<Exclude<Exclude<R, Budget.Budget>, Resumption.Resumption>, Scope.Scope>
-    >
 
 /** The next attempt continues the response of the one before it, and adds to what it had surfaced. */
 interface Pending {
@@ -383,57 +338,115 @@ class AttemptRun<RH> implements Budget.Allowance {
       : Effect.succeed({ _tag: "Completed", acc: this.acc, attempt: this.attempt! })
   }
 
-  run<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R>(
-    generation: Stream.Stream<Generation.GenerationEvent, E, R>
-  ): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> {
-    // A provider's stream is read by its pull when it was made from one (`Provider.fromPull`): the same chunks, in
-    // the same scope, without the stream's channel and sink per chunk (docs/performance.md, fix 17).
+  /**
+   * The attempt in its region, made by `ReplyRun.attemptInSpan` in its span, uninterruptible but for `restore`: its
+   * services (the observed `Budget`, the reply as the `Resumption` service, the span as the parent of the provider's)
+   * and its `Scope` (made here, closed with the read's exit) in the fiber's context while its stream is read, then what
+   * follows from its outcome decided in the span (`ReplyRun.decideFailure`), and the span ended. One region where
+   * `Effect.useSpan` and `Effect.scoped` over `Effect.provide` made three, each with its frames on the fiber's stack
+   * while the attempt reads its stream (fixes 21, 32 and 36). The attempt's services are provided to the whole run, not
+   * as stages of the stream: a stream stage per attempt measurably costs memory (the chunks' listener and hook get the
+   * reply's allowance back, `surfacedChunk`).
+   */
+  region<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhausted, R>(
+    generation: Stream.Stream<Generation.GenerationEvent, E, R>,
+    restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  ): Effect.Effect<Decision, never, Exclude<R, Budget.Budget> | RH> {
+    // A provider's stream is read by its pull when it was made from one (`Provider.fromPull`), in the attempt's scope:
+    // the same chunks, without the stream's channel and sink per chunk (docs/performance.md, fix 17). Any other stream
+    // is run as a stream, in no scope of the attempt's.
     const open = Provider.pullOf(generation)
-    // The attempt's services are provided to the whole run, not as stages of the stream: a stream stage per attempt
-    // measurably costs memory (the chunks' listener and hook get the reply's allowance back, above).
-    const consumed = open === undefined
-      ? provideAttempt(
-        Stream.runForEachChunk(generation, (events) => this.onEvents(events)),
-        this,
-        this.reply,
+    const read = (open === undefined
+      ? Stream.runForEachChunk(generation, (events) => this.onEvents(events))
+      : Effect.matchEffect(open, {
+        onFailure: (error) => Effect.zipRight(this.seen(error), Effect.fail(error)),
+        onSuccess: (pull) => {
+          // One step per pull, from its result to the next pull: a chunk nobody hears is recorded right there, with no
+          // effect of its own (fix 32).
+          const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect
+            .matchEffect(pull, {
+              onFailure: (end) =>
+                Option.isNone(end) ? Effect.void : Effect.zipRight(this.seen(end.value), Effect.fail(end.value)),
+              onSuccess: (events) => {
+                if (!this.quiet || this.attempt === undefined) return Effect.zipRight(this.onEvents(events), loop)
+                this.record(events)
+                return loop
+              }
+            })
+          return loop
+        }
+      })) as Effect.Effect<void, AttemptError, never>
+    const services = (outer: Context.Context<never>, scope: Scope.CloseableScope | undefined) => {
+      const context = Context.add(
+        Context.add(Context.add(outer, Budget.Budget, this as Budget.Allowance), Resumption.Resumption, this.reply),
+        Tracer.ParentSpan,
         this.span
       )
-      : scopedAttempt(
-        Effect.matchEffect(open, {
-          onFailure: (error) => Effect.zipRight(this.seen(error), Effect.fail(error)),
-          onSuccess: (pull) => {
-            // One step per pull, from its result to the next pull: a chunk nobody hears is recorded right there, with
-            // no effect of its own (fix 32).
-            const loop: Effect.Effect<void, E | HookError.HookError | Budget.BudgetExhausted, R | RH> = Effect
-              .matchEffect(pull, {
-                onFailure: (end) =>
-                  Option.isNone(end) ? Effect.void : Effect.zipRight(this.seen(end.value), Effect.fail(end.value)),
-                onSuccess: (events) => {
-                  if (!this.quiet || this.attempt === undefined) return Effect.zipRight(this.onEvents(events), loop)
-                  this.record(events)
-                  return loop
-                }
-              })
-            return loop
+      return scope === undefined ? context : Context.add(context, Scope.Scope, scope)
+    }
+    const inScope = (scope: Scope.CloseableScope | undefined) =>
+      Effect.flatMap(
+        FiberRef.getAndUpdate(FiberRef.currentContext, (outer) => services(outer, scope)),
+        (outer) => {
+          // the context restored, then the scope closed with the read's exit; a scope that fails to close fails the
+          // read, as `Effect.scoped`'s release does
+          const release = (exit: Exit.Exit<void, AttemptError>): Effect.Effect<Exit.Exit<void, AttemptError>> => {
+            const restored = FiberRef.set(FiberRef.currentContext, outer)
+            if (scope === undefined) return Effect.as(restored, exit)
+            return Effect.matchCause(Effect.zipRight(restored, Scope.close(scope, exit)), {
+              onFailure: (closing) =>
+                Exit.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, closing) : closing),
+              onSuccess: () => exit
+            })
           }
-        }),
-        this,
-        this.reply,
-        this.span
+          return Effect.flatMap(
+            Effect.matchCauseEffect(restore(read), {
+              onFailure: (cause) => release(Exit.failCause(cause)),
+              onSuccess: () => release(Exit.void)
+            }),
+            (exit) => this.decided(exit, restore)
+          )
+        }
       )
-    // one step from the run's end to its outcome (fix 32)
-    return Effect.matchEffect(consumed, {
+    return (open === undefined ? inScope(undefined) : Effect.flatMap(Scope.make(), inScope)) as Effect.Effect<
+      Decision,
+      never,
+      Exclude<R, Budget.Budget> | RH
+    >
+  }
+
+  /**
+   * What follows from the read's exit, decided in the attempt's span and ended with it: a committed attempt's span
+   * succeeds, a failed one's fails with the attempt's own error, and a defect or an interruption ends it with that.
+   */
+  decided(
+    exit: Exit.Exit<void, AttemptError>,
+    restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  ): Effect.Effect<Decision, never, RH> {
+    const span = this.span
+    const outcome: Effect.Effect<Outcome, never, RH> = Effect.matchEffect(exit, {
       onFailure: (error) => this.failed(error),
       onSuccess: () =>
-        // a run that reserved nothing is charged here, still in its attempt's span (provided only then: a region costs
-        // two copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
+        // a run that reserved nothing is charged here, in its attempt's span (provided only then: a region costs two
+        // copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
         this.attempt === undefined
-          ? Effect.matchEffect(Effect.provideService(this.charged(), Tracer.ParentSpan, this.span), {
+          ? Effect.matchEffect(Effect.provideService(this.charged(), Tracer.ParentSpan, span), {
             onFailure: (error) => this.failed(error),
             onSuccess: () => this.finished()
           })
           : this.finished()
     })
+    return Effect.matchCauseEffect(
+      restore(Effect.flatMap(outcome, (outcome) =>
+        outcome._tag === "Completed"
+          ? Effect.succeed(this.reply.committed(span, outcome))
+          : this.reply.decideFailure(span, outcome))),
+      {
+        onFailure: (cause) => Effect.zipRight(endSpan(span, Exit.failCause(cause)), Effect.failCause(cause)),
+        onSuccess: (decision) =>
+          Effect.as(endSpan(span, decision._tag === "Commit" ? Exit.void : Exit.fail(decision.error)), decision)
+      }
+    )
   }
 }
 
@@ -881,23 +894,6 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   }
 
   /**
-   * The attempt, then what follows from its outcome: not one generator, whose body would be held on the fiber's stack
-   * for as long as the attempt reads its stream (fix 21).
-   */
-  sendOrContinue(span: Tracer.Span): Effect.Effect<Outcome, never, Exclude<R, Budget.Budget> | RH> {
-    return Effect.suspend(() => {
-      const resumed = this.pending
-      this.pending = undefined
-      // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
-      if (resumed === undefined) this.live = undefined
-      return new AttemptRun<RH>(this, resumed, span).run<
-        E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
-        R | Budget.Budget
-      >(resumed === undefined ? this.generation : resumed.continuation.stream)
-    })
-  }
-
-  /**
    * A completed attempt is committed on the spot: its span's attributes are set on the span in hand, with no region or
    * generator for them (fix 32).
    */
@@ -1010,31 +1006,33 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   }
 
   /**
-   * One attempt in its span: a failed attempt's span fails with the attempt's own error (what follows is decided inside
-   * it, done outside it).
+   * One attempt in its span, then what follows from it. The span, the attempt's services and its scope are one region
+   * (`AttemptRun.region`), and what follows is decided inside the span: a failed attempt's span fails with the
+   * attempt's own error. Not one generator, whose body would be held on the fiber's stack for as long as the attempt
+   * reads its stream (fix 21).
    */
   attemptInSpan(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
-    let decided: Decision | undefined
-    const settle = (decision: Decision) => {
-      decided = decision
-      return decision._tag === "Commit" ? Effect.void : Effect.fail(decision.error)
-    }
-    const then = () => this.afterAttempt(decided!)
-    // `Effect.useSpan`, not `Effect.withSpan`: the span is provided where it is needed (`decideFailure`), not around
-    // the whole attempt
-    return Effect.matchEffect(
-      Effect.useSpan(Telemetry.SpanName.attempt, {
-        attributes: { [A.maxAttempts]: this.allowance.settings.maxAttempts },
-        captureStackTrace: false
-      }, (span) =>
+    return Effect.flatMap(
+      Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(
-          this.sendOrContinue(span),
-          (outcome) =>
-            outcome._tag === "Completed"
-              ? settle(this.committed(span, outcome))
-              : Effect.flatMap(this.decideFailure(span, outcome), settle)
-        )),
-      { onFailure: then, onSuccess: then }
+          Effect.makeSpan(Telemetry.SpanName.attempt, {
+            attributes: { [A.maxAttempts]: this.allowance.settings.maxAttempts },
+            captureStackTrace: false
+          }),
+          (span) => {
+            const resumed = this.pending
+            this.pending = undefined
+            // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same
+            // one.
+            if (resumed === undefined) this.live = undefined
+            return new AttemptRun<RH>(this, resumed, span).region<
+              E | ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
+              R | Budget.Budget
+            >(resumed === undefined ? this.generation : resumed.continuation.stream, restore)
+          }
+        )
+      ),
+      (decision) => this.afterAttempt(decision)
     ) as Effect.Effect<Generation.Reply, RecoveryError, R | RH>
   }
 
