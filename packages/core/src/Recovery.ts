@@ -917,7 +917,8 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
 
   /**
    * What follows a failed attempt, in its span: provided for that part only. A region held while the attempt reads its
-   * stream costs about 2.5 KB a reply; the read has the span in its own context (`scopedAttempt`, fix 21).
+   * stream costs about 2.5 KB a reply; the read has the span in its own context (`AttemptRun.region`, fixes 21 and
+   * 36).
    */
   decideFailure(span: Tracer.Span, outcome: Extract<Outcome, { _tag: "Failed" }>): Effect.Effect<Decision> {
     const self = this
