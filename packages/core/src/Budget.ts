@@ -103,6 +103,10 @@ export const isBudgetExhausted = (u: unknown): u is BudgetExhausted => Predicate
 /**
  * The live allowance of one scope.
  *
+ * The allowances reprise makes are objects whose effects are getters on their prototype, built when they are read
+ * (docs/performance.md, fix 36): spreading one (`{ ...allowance }`) copies none of them. Code that wraps an allowance
+ * delegates to it member by member, as `Recovery` does for an attempt.
+ *
  * @since 0.1.0
  * @category models
  */
