@@ -424,29 +424,38 @@ class AttemptRun<RH> implements Budget.Allowance {
     restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
   ): Effect.Effect<Decision, never, RH> {
     const span = this.span
-    const outcome: Effect.Effect<Outcome, never, RH> = Effect.matchEffect(exit, {
-      onFailure: (error) => this.failed(error),
+    const decide = (outcome: Outcome): Effect.Effect<Decision, never, RH> =>
+      outcome._tag === "Completed"
+        ? Effect.succeed(this.reply.committed(span, outcome))
+        : this.reply.decideFailure(span, outcome)
+    // The read's exit matched as `Effect.matchEffect` matches it, outside `restore`: a defect (the read's, or a
+    // finalizer's joined to it) or an interruption goes on as it is, even with an interruption pending. Only what
+    // follows a failure or a success runs interruptibly.
+    const decision: Effect.Effect<Decision, never, RH> = Effect.matchEffect(exit, {
+      onFailure: (error) => restore(Effect.flatMap(this.failed(error), decide)),
       onSuccess: () =>
-        // a run that reserved nothing is charged here, in its attempt's span (provided only then: a region costs two
-        // copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
-        this.attempt === undefined
-          ? Effect.matchEffect(Effect.provideService(this.charged(), Tracer.ParentSpan, span), {
-            onFailure: (error) => this.failed(error),
-            onSuccess: () => this.finished()
-          })
-          : this.finished()
+        restore(Effect.flatMap(
+          // a run that reserved nothing is charged here, in its attempt's span (provided only then: a region costs
+          // two copies of the fiber's refs and one of its context, for the `Effect.void` of a run that reserved)
+          this.attempt === undefined
+            ? Effect.matchEffect(Effect.provideService(this.charged(), Tracer.ParentSpan, span), {
+              onFailure: (error) => this.failed(error),
+              onSuccess: () => this.finished()
+            })
+            : this.finished(),
+          decide
+        ))
     })
-    return Effect.matchCauseEffect(
-      restore(Effect.flatMap(outcome, (outcome) =>
-        outcome._tag === "Completed"
-          ? Effect.succeed(this.reply.committed(span, outcome))
-          : this.reply.decideFailure(span, outcome))),
-      {
-        onFailure: (cause) => Effect.zipRight(endSpan(span, Exit.failCause(cause)), Effect.failCause(cause)),
-        onSuccess: (decision) =>
-          Effect.as(endSpan(span, decision._tag === "Commit" ? Exit.void : Exit.fail(decision.error)), decision)
-      }
-    )
+    return Effect.matchCauseEffect(decision, {
+      onFailure: (cause) => Effect.zipRight(endSpan(span, Exit.failCause(cause)), Effect.failCause(cause)),
+      onSuccess: (decision): Effect.Effect<Decision> =>
+        decision._tag === "Commit"
+          ? Effect.as(endSpan(span, Exit.void), decision)
+          // failed as `Effect.fail` fails, which captures the current span (the reply's) in the error, as the span's
+          // failure did when it was `Effect.useSpan`'s
+          : Effect.flatMap(Effect.exit(Effect.fail(decision.error)), (failed) =>
+            Effect.as(endSpan(span, failed), decision))
+    })
   }
 }
 
@@ -600,12 +609,14 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
     return this.notifications.notify(notification)
   }
 
-  /** `Resumption.Service`: the provider's offer of the response the current attempt reads. */
-  offer(resumable: Resumption.Resumable): Effect.Effect<void> {
-    return Effect.sync(() => {
+  /**
+   * `Resumption.Service`: the provider's offer of the response the current attempt reads. A function of its own, not a
+   * method: a provider may take it off the service (`const { offer } = …`).
+   */
+  readonly offer = (resumable: Resumption.Resumable): Effect.Effect<void> =>
+    Effect.sync(() => {
       this.live = resumable
     })
-  }
 
   exhausted(
     reason: RecoveryExhausted.Reason,
@@ -1086,7 +1097,6 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
     }
   }
 
-  /** The reply: its attempts, then its commit told; interrupted, recovery cancels the background response it read. */
   /**
    * The reply in its region (made by `replyOn`, uninterruptible but for `restore`, with the reply's `Budget` and span
    * in the fiber's context, which was `outer`): its attempts, then its commit told. Interrupted, recovery cancels the
@@ -1099,14 +1109,21 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   ): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
     const release = FiberRef.set(FiberRef.currentContext, outer)
     return Effect.matchCauseEffect(restore(this.run()), {
-      onFailure: (cause) =>
-        Effect.zipRight(
+      onFailure: (cause) => {
+        const end = (final: Cause.Cause<RecoveryError>) =>
           Effect.zipRight(
-            Cause.isInterruptedOnly(cause) ? this.abandon() : Effect.void,
-            Effect.zipRight(release, endSpan(this.replySpan, Exit.failCause(cause)))
-          ),
-          Effect.failCause(cause)
-        ),
+            Effect.zipRight(release, endSpan(this.replySpan, Exit.failCause(final))),
+            Effect.failCause(final)
+          )
+        // the cancel's own defect (a provider's, or a listener's) joined to the interruption, as `Effect.onInterrupt`
+        // joins a cleanup's: the context is given back and the span ended all the same
+        return Cause.isInterruptedOnly(cause)
+          ? Effect.matchCauseEffect(this.abandon(), {
+            onFailure: (cancelled) => end(Cause.sequential(cause, cancelled)),
+            onSuccess: () => end(cause)
+          })
+          : end(cause)
+      },
       onSuccess: (reply) => Effect.as(Effect.zipRight(release, endSpan(this.replySpan, Exit.succeed(reply))), reply)
     })
   }

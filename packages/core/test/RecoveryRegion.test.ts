@@ -1,9 +1,12 @@
 /**
  * The regions `Recovery` runs a reply and its attempts in (fix 36 of docs/performance.md): the reply's `Budget` and
  * span, and an attempt's observed `Budget`, `Resumption`, span and `Scope`, are in the fiber's context while they run
- * and gone after, whether the reply commits, fails, dies or is interrupted; an attempt's scope is closed with its read's
- * exit before what follows is decided; a scope whose finalizer dies ends the reply with that defect; and each span
- * ends with its exit, the attempt's inside the reply's.
+ * and gone after, whether the reply commits, fails, dies or is interrupted. An attempt's allowance tells the reply's
+ * counts and times. An attempt's scope is closed with its read's exit, once the attempt's context is given back and
+ * before what follows is decided; a finalizer's defect ends the reply with it, even when the reply was interrupted.
+ * A background response's cancel that dies on interruption still leaves the context given back and the span ended.
+ * Each span ends with its exit, the attempt's inside the reply's. The `Resumption` service's `offer` works taken off
+ * the service.
  */
 import { assert, describe, it } from "@effect/vitest"
 import {
@@ -48,22 +51,37 @@ type Seen = Effect.Effect.Success<typeof services>
  * A generation made from its pull, opened once per attempt: what the open saw of the context, the exit its scope was
  * closed with, and the read's end (`"finish"`, a reset, a defect of the finalizer, or never).
  */
-const generation = (end: "finish" | "reset" | "dies on close" | "never", started?: Deferred.Deferred<void>) => {
+const generation = (
+  end: "finish" | "reset" | "dies on close" | "never" | "never, dies on close",
+  started?: Deferred.Deferred<void>,
+  resumable?: Resumption.Resumable
+) => {
   const seen: Array<Seen> = []
   const closedWith: Array<Exit.Exit<unknown, unknown>> = []
+  /** What the scope's finalizer saw of the fiber's context as the scope closed. */
+  const closingSaw: Array<Seen> = []
   const open = Effect.gen(function*() {
     yield* Budget.reserve
     seen.push(yield* services)
-    yield* Effect.addFinalizer((exit) =>
-      Effect.suspend(() => {
-        closedWith.push(exit)
-        return end === "dies on close" ? Effect.die("finalizer bug") : Effect.void
-      })
+    // taken off the service, as a provider may
+    const { offer } = yield* Resumption.Resumption
+    if (resumable !== undefined) yield* offer(resumable)
+    // added to the scope as it is (`Scope.addFinalizerExit`, not `Effect.addFinalizer`, which would run it with the
+    // context it was added in): it runs in the context of the fiber that closes the scope
+    yield* Effect.flatMap(
+      Effect.scope,
+      (scope) =>
+        Scope.addFinalizerExit(scope, (exit) =>
+          Effect.flatMap(services, (closing) => {
+            closedWith.push(exit)
+            closingSaw.push(closing)
+            return end === "dies on close" || end === "never, dies on close" ? Effect.die("finalizer bug") : Effect.void
+          }))
     )
     if (started !== undefined) yield* Deferred.succeed(started, undefined)
     let done = false
     const pull: Provider.Pull<TransportError.TransportError | Budget.BudgetExhausted> = Effect.suspend(() => {
-      if (end === "never") return Effect.never
+      if (end === "never" || end === "never, dies on close") return Effect.never
       if (done) return Effect.fail(Option.none())
       done = true
       return end === "reset"
@@ -72,7 +90,7 @@ const generation = (end: "finish" | "reset" | "dies on close" | "never", started
     })
     return pull
   })
-  return { stream: Provider.fromPull(open), seen, closedWith }
+  return { stream: Provider.fromPull(open), seen, closedWith, closingSaw }
 }
 
 /** Spans as a tracer sees them: each with its parent's name, and its exit once ended. */
@@ -222,5 +240,72 @@ describe("Recovery's regions", () => {
       assert.isTrue(spans.every((span) => span.name === "reprise.reply" || span.parent === "reprise.reply"))
       const replyEnd = spans.find((span) => span.name === "reprise.reply")!.exit()
       assert.isTrue(replyEnd !== undefined && Exit.isSuccess(replyEnd))
+    }))
+  it.effect("an attempt's allowance is the reply's but for its reservation; its scope closes in the reply's context", () =>
+    Effect.gen(function*() {
+      const { closingSaw, seen, stream } = generation("finish")
+      const reply = yield* Budget.scoped(
+        Effect.flatMap(Budget.Budget, (allowance) => Effect.as(Recovery.run(stream), allowance))
+      )
+      // the provider reserved through the attempt's allowance, which tells the reply's everything else
+      const inAttempt = Option.getOrThrow(seen[0].budget)
+      assert.isTrue(inAttempt !== reply, "the open saw the attempt's allowance")
+      assert.strictEqual(inAttempt.settings, reply.settings)
+      assert.strictEqual(inAttempt.startedAt, reply.startedAt)
+      assert.strictEqual(inAttempt.deadlineAt, reply.deadlineAt)
+      assert.strictEqual(yield* inAttempt.used, 1)
+      assert.strictEqual(yield* reply.used, 1)
+      assert.strictEqual(yield* inAttempt.remainingAttempts, reply.settings.maxAttempts - 1)
+      assert.deepStrictEqual(yield* inAttempt.remainingTime, yield* reply.remainingTime)
+      assert.deepStrictEqual(yield* inAttempt.elapsed, yield* reply.elapsed)
+      // the attempt's scope is closed once its context is given back: a finalizer run by the closing fiber sees the
+      // reply's allowance and no scope
+      assert.isTrue(Option.getOrUndefined(closingSaw[0].budget) === reply, "the finalizer saw the reply's allowance")
+      assert.isTrue(Option.isNone(closingSaw[0].scope))
+    }))
+
+  it.effect("interrupted mid-read with a finalizer that dies: the reply and its spans end with the defect as well", () =>
+    Effect.gen(function*() {
+      const { layer, spans } = recording()
+      const started = yield* Deferred.make<void>()
+      const { closedWith, stream } = generation("never, dies on close", started)
+      const fiber = yield* Effect.fork(Effect.provide(Recovery.run(stream), layer))
+      yield* Deferred.await(started)
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause) && Cause.isInterrupted(exit.cause))
+      assert.strictEqual(closedWith.length, 1)
+      for (const span of spans) {
+        const ended = span.exit()
+        assert.isTrue(ended !== undefined && Exit.isFailure(ended) && Cause.isDie(ended.cause), span.name)
+      }
+    }))
+
+  it.effect("interrupted, a background response whose cancel dies: the context is given back and the span ended", () =>
+    Effect.gen(function*() {
+      const { layer, spans } = recording()
+      const started = yield* Deferred.make<void>()
+      let cancels = 0
+      const { stream } = generation("never", started, {
+        responseId: () => "resp_1",
+        settled: () => false,
+        continuation: () => Option.none(),
+        cancel: Effect.suspend(() => {
+          cancels++
+          return Effect.die("cancel bug")
+        })
+      })
+      let after: Seen | undefined
+      const fiber = yield* Effect.fork(
+        Effect.provide(Recovery.run(stream), layer).pipe(
+          Effect.ensuring(Effect.map(services, (seen) => void (after = seen)))
+        )
+      )
+      yield* Deferred.await(started)
+      const exit = yield* Fiber.interrupt(fiber)
+      assert.strictEqual(cancels, 1, "the response left behind is cancelled once")
+      assert.isTrue(Exit.isFailure(exit) && Cause.isInterrupted(exit.cause) && Cause.isDie(exit.cause))
+      assert.isTrue(after !== undefined && Option.isNone(after.budget) && Option.isNone(after.span))
+      const replyEnd = spans.find((span) => span.name === "reprise.reply")!.exit()
+      assert.isTrue(replyEnd !== undefined && Cause.isDie((replyEnd as Exit.Failure<unknown, unknown>).cause))
     }))
 })
