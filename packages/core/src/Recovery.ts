@@ -551,8 +551,8 @@ type Decision =
   }
 
 /**
- * The body of {@link runWith}: one reply's attempts, within `allowance` (which `runWith` provides as the `Budget`),
- * in the reply's span `replySpan` (which `runWith` provides as the current span).
+ * The body of {@link runWith}: one reply's attempts, within `allowance`, in the reply's span `replySpan` (both in the
+ * fiber's context while the reply runs: `replyOn` and {@link ReplyRun.region}).
  *
  * One object per reply, its steps on the prototype: a reply that built its steps as closures held about thirty of
  * them, and their function contexts, for as long as it was in flight, and each scavenge copied them
@@ -1087,13 +1087,13 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
               ? Effect.zipRight(Effect.sync(() => (this.live = undefined)), wait)
               : Effect.all([this.abandon(), wait], { concurrency: 2, discard: true })
           ),
-          Effect.suspend(() => this.attempts())
+          this.attempts()
         )
       }
       case "Resume":
         this.pending = decision.pending
         // a poll after a refusal has nothing to wait out (a zero delay: `waitFrom` begins no sleep)
-        return Effect.zipRight(waitFrom(decision.delay, decision.failedAt), Effect.suspend(() => this.attempts()))
+        return Effect.zipRight(waitFrom(decision.delay, decision.failedAt), this.attempts())
     }
   }
 
@@ -1131,8 +1131,9 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   /** The reply: `beforeGeneration`, its attempts, then its commit told. */
   run(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
     const options = this.options
+    // building an attempt's effect runs nothing: the next one is built where it is needed, with no suspension
     const reply = Effect.flatMap(
-      Effect.suspend(() => this.attempts()),
+      this.attempts(),
       (reply): Effect.Effect<Generation.Reply, RecoveryError, RH> =>
         // nobody listens and no hook runs: the metric and the reply span's attributes in one operation (fix 32)
         this.silent && options.hooks?.afterGeneration === undefined
