@@ -9,9 +9,10 @@ import { FetchHttpClient, HttpClient, type HttpClientResponse } from "@effect/pl
 import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, type Layer, Option, Scope } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, Fiber, type Layer, Option, Scope } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
+import * as Deadlines from "../src/internal/deadlines.js"
 import { fedResponse, server, waitFor } from "./support/harness.js"
 import type { Handler } from "./support/harness.js"
 
@@ -159,6 +160,65 @@ describe("the body reader over the undici client, released before its end is rea
           assert.strictEqual(s.received.length, 2)
           // the requests were over: neither was aborted
           assert.deepStrictEqual(s.aborted, [])
+        })
+    ))
+})
+
+describe("the body reader over the undici client, released after its end was read", () => {
+  // the request is over: aborting it would change nothing (undici takes its listener off the signal once the body
+  // closes), and cost a DOMException with its stack and an event per reply (fix 37 of docs/performance.md)
+  const whole = (_req: Http.IncomingMessage, res: Http.ServerResponse) => {
+    res.writeHead(200, { "content-type": "text/event-stream" })
+    res.end(parts.slice(0, 3).join(""))
+  }
+
+  it.effect("read to its end by the pull: the request's controller is not aborted", () =>
+    withClient(NodeHttpClient.layerUndici, whole, (s) =>
+      Effect.gen(function*() {
+        const response = yield* post(s.url)
+        const controller = Body.undiciBody(response)!.controller!
+        const result = yield* Effect.scoped(Effect.flatMap(Body.pull(response), drain))
+        assert.strictEqual(result.bytes, parts.slice(0, 3).join(""))
+        assert.isTrue(Option.isNone(result.end))
+        assert.isFalse(controller.signal.aborted)
+        assert.deepStrictEqual(s.aborted, [])
+      })))
+
+  it.effect("read to its end after finish, when released: the request's controller is not aborted", () =>
+    withClient(NodeHttpClient.layerUndici, whole, (s) =>
+      Effect.gen(function*() {
+        const response = yield* post(s.url)
+        const controller = Body.undiciBody(response)!.controller!
+        const idle = Deadlines.make(Duration.seconds(30))
+        const released = yield* Deferred.make<void>()
+        yield* Effect.scoped(Effect.gen(function*() {
+          yield* Deadlines.use(idle)
+          const scope = yield* Effect.scope
+          const pull = yield* Body.pullIn(response, scope, yield* Effect.clock, idle)!
+          assert.isAbove(Chunk.size(yield* pull), 0)
+          // the reader has all it needs: the rest is read to its end when the body is released
+          Body.finish(pull)
+          const readable = Body.undiciBody(response)!.readable as unknown as NodeJS.ReadableStream
+          readable.once("close", () => Deferred.unsafeDone(released, Exit.void))
+        }))
+        yield* Deferred.await(released)
+        // `dump` settles on the body's close; the release's last step runs a promise step after it
+        yield* Effect.promise(() => new Promise((resolve) => setImmediate(resolve)))
+        assert.isFalse(controller.signal.aborted)
+        assert.deepStrictEqual(s.aborted, [])
+      })))
+
+  it.effect("released before its end: the request's controller is aborted", () =>
+    withClient(
+      NodeHttpClient.layerUndici,
+      (_req, res) => writeInParts(res, parts.slice(0, 3), () => {}),
+      (s) =>
+        Effect.gen(function*() {
+          const response = yield* post(s.url)
+          const controller = Body.undiciBody(response)!.controller!
+          yield* Effect.scoped(Effect.flatMap(Body.pull(response), (pull) => pull))
+          assert.isTrue(controller.signal.aborted)
+          yield* s.awaitAbort(0)
         })
     ))
 })

@@ -6,7 +6,7 @@
  * nothing buffered), the same end, the same failure (a `ResponseError` of reason `"Decode"` with the stream's error as
  * its cause), and the same release (the body destroyed if it is still open, then the request aborted), except that a
  * body whose reader has all it needs ({@link finish}) is read to its end first, within bounds, so that its connection
- * is kept (fix 34). A web response (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream`
+ * is kept (fix 34), and that a body whose end was read is not aborted: its request is over (fix 37). A web response (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream`
  * the same way, a `read()` per pull. What both leave out is the platform's stream around those reads: a channel, its
  * executor, and the state of `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's
  * response is read through `response.stream`.
@@ -115,15 +115,17 @@ const nothing: Pull = Effect.succeed(Chunk.empty())
 interface NodeReadable {
   readonly readable: boolean
   readonly closed?: boolean
+  /** Node's: true once the body's end was read (`'end'` emitted). */
+  readonly readableEnded?: boolean
   read(): Uint8Array | null
   on(event: string, listener: (...args: Array<any>) => void): unknown
   off(event: string, listener: (...args: Array<any>) => void): unknown
   destroy(error?: Error): unknown
   /**
    * undici's: reads the body to its end and drops it, destroying it once more than `limit` bytes of it were received
-   * in all, or when `signal` aborts; settles when the body has closed.
+   * in all; settles when the body has closed.
    */
-  dump?(options: { readonly limit: number; readonly signal: AbortSignal }): Promise<unknown>
+  dump?(options: { readonly limit: number }): Promise<unknown>
 }
 
 const isNodeReadable = (value: unknown): value is NodeReadable =>
@@ -390,9 +392,17 @@ const draining = (
 }
 
 /**
+ * Whether every byte of `readable` arrived: its end was read. Then the request is over, and its abort would change
+ * nothing: undici takes its listener off the signal once the body closes. Aborting made a `DOMException`, with its
+ * stack, and an event for each reply (fix 37 of docs/performance.md); only a body that did not end is aborted.
+ */
+const ended = (readable: NodeReadable): boolean => readable.readableEnded === true
+
+/**
  * Reads what is left of undici's released body to its end and drops it, by its own `dump` ({@link draining}): at most
- * `limit` bytes received in all, and the idle timeout from now. The request is aborted once the body has closed: a
- * no-op for a request whose every byte has arrived, whose connection undici keeps.
+ * `limit` bytes received in all, and the idle timeout from now, past which the body is destroyed (undici then aborts
+ * the request). Once the body has closed, the request is aborted unless the body ended ({@link ended}): a request
+ * whose every byte has arrived is over, and undici keeps its connection.
  */
 const drain = (
   readable: Dumpable,
@@ -400,17 +410,21 @@ const drain = (
   limit: number,
   idle: Deadlines.Deadlines,
   clock: Clock.Clock
-): boolean => {
-  const stop = new AbortController()
-  return draining(
+): boolean =>
+  draining(
     idle,
     clock,
-    () => readable.dump({ limit, signal: stop.signal }),
-    // told as the body's error, heard by undici's own no-op: made once, as for a release (`released`)
-    () => stop.abort(released),
-    () => controller?.abort()
+    () => readable.dump({ limit }),
+    // told as the body's error, heard by a no-op (undici's `dump` adds its own): made once, as for a release
+    // (`released`)
+    () => {
+      readable.on("error", noop)
+      readable.destroy(released)
+    },
+    () => {
+      if (!ended(readable)) controller?.abort()
+    }
   )
-}
 
 /**
  * {@link drain} for a web body: its reader's reads until its end, at most {@link trailerBytes} of them and within the
@@ -546,7 +560,7 @@ const fromReadable = (
             readable.on("error", noop)
             readable.destroy(released)
           }
-          controller?.abort()
+          if (!ended(readable)) controller?.abort()
         }
         // Nothing is lost: what the body has stays buffered in it for the next `read()`. Kept for the next wait even when
         // a wait is resumed, which may be one interrupted (its `resume` ignored): a wait that was resumed makes the
