@@ -352,7 +352,12 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
     }
     if (finish !== undefined) return undefined
     let finishedNow: string | undefined
-    for (const choice of chunk.choices ?? []) {
+    // indexed loops over what is there: `for…of` over `?? []` made an empty array for every event without tool calls
+    // (fix 38 of docs/performance.md)
+    const choices = chunk.choices
+    const count = choices === undefined || choices === null ? 0 : choices.length
+    for (let c = 0; c < count; c++) {
+      const choice = choices![c]
       // reprise asks for one choice; a server that sends more is read for its first one only
       if (choice.index !== undefined && choice.index !== null && choice.index !== 0) continue
       const delta = choice.delta
@@ -364,7 +369,10 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         if (delta.content !== undefined && delta.content !== null && delta.content.length > 0) {
           out.push(Events.textDelta(delta.content))
         }
-        for (const part of delta.tool_calls ?? []) {
+        const parts = delta.tool_calls
+        const partCount = parts === undefined || parts === null ? 0 : parts.length
+        for (let t = 0; t < partCount; t++) {
+          const part = parts![t]
           const index = part.index ?? 0
           let call = calls.get(index)
           if (call === undefined) {

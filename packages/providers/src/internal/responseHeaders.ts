@@ -47,8 +47,11 @@ export const header = (headers: Headers.Headers, name: string): string | undefin
  * @internal
  */
 export const contentEncoding = (headers: Headers.Headers): string | undefined => {
+  const value = header(headers, "content-encoding")
+  // nearly every response: no header, nothing to split (fix 38)
+  if (value === undefined) return undefined
   // compared in lower case, returned as sent: a caller scrubs the value of the key, which only matches as sent
-  const codings = (header(headers, "content-encoding") ?? "").split(",").map((c) => c.trim())
+  const codings = value.split(",").map((c) => c.trim())
     .filter((c) => c.length > 0 && c.toLowerCase() !== "identity")
   return codings.length > 0 ? codings.join(", ") : undefined
 }

@@ -673,7 +673,10 @@ const steps = <Ev>(
     const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
     const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
     const out: Array<Generation.GenerationEvent> = []
-    const { failure, progressed } = stepAll(pending.splice(0), settings, decode, machine, out)
+    // stepped where they are, then let go: nothing feeds the parser while they are stepped (a copy per read was
+    // `splice(0)`'s, fix 38)
+    const { failure, progressed } = stepAll(pending, settings, decode, machine, out)
+    pending.length = 0
     const failed = failure ??
       (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
       (over && !machine.done() ? replyTooLarge(settings) : undefined)
