@@ -2,9 +2,11 @@
  * Small statistics and reporting helpers shared by the figures.
  */
 import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
+import * as V8 from "node:v8"
 import { repoRoot } from "./corpus.js"
 
 export interface Summary {
@@ -133,14 +135,46 @@ export const childMain = <A>(f: (args: ReadonlyArray<string>) => Promise<A>): vo
   )
 }
 
-/** Samples RSS and heap every `everyMs` until stopped; reports the peaks. */
+/** This process's peak RSS as the kernel keeps it (Linux: `VmHWM` in `/proc/self/status`), in bytes. */
+const kernelPeakRss = (): number | undefined => {
+  try {
+    const found = /^VmHWM:\s+(\d+) kB$/m.exec(Fs.readFileSync("/proc/self/status", "utf8"))
+    return found === null ? undefined : Number(found[1]) * 1024
+  } catch {
+    return undefined
+  }
+}
+
+/** Resets the kernel's peak RSS of this process to its RSS now (`/proc/self/clear_refs`, 5); false where it cannot. */
+const resetKernelPeakRss = (): boolean => {
+  try {
+    Fs.writeFileSync("/proc/self/clear_refs", "5")
+    return kernelPeakRss() !== undefined
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The peaks of RSS and heap from now until stopped. The RSS peak is the kernel's own (reset here, read once at the
+ * stop): exact, and read without a system call while the figure runs. The heap is sampled every `everyMs` from V8's
+ * statistics, which make none. Where the kernel's peak is not available (not Linux), RSS is sampled with the heap.
+ *
+ * Until 2026-12-04 RSS was sampled here every `everyMs` (`process.memoryUsage.rss()`, twice a sample): a read of
+ * `/proc/self/stat` that waits while the collector's threads change the memory map, on the main thread of the process
+ * measured. In figure 3's children the samples took 35–95 ms of each run's main thread, up to 17 ms for one, and the
+ * most in the client that collects the most (docs/performance.md, "How the bench measures").
+ */
 export const memorySampler = (everyMs = 5) => {
+  const kernel = resetKernelPeakRss()
   let peakRss = process.memoryUsage.rss()
-  let peakHeap = process.memoryUsage().heapUsed
+  let peakHeap = V8.getHeapStatistics().used_heap_size
   const sample = () => {
-    const rss = process.memoryUsage.rss()
-    if (rss > peakRss) peakRss = rss
-    const heap = process.memoryUsage().heapUsed
+    if (!kernel) {
+      const rss = process.memoryUsage.rss()
+      if (rss > peakRss) peakRss = rss
+    }
+    const heap = V8.getHeapStatistics().used_heap_size
     if (heap > peakHeap) peakHeap = heap
   }
   const timer = setInterval(sample, everyMs)
@@ -149,6 +183,7 @@ export const memorySampler = (everyMs = 5) => {
     stop: () => {
       clearInterval(timer)
       sample()
+      if (kernel) peakRss = Math.max(peakRss, kernelPeakRss() ?? 0)
       return { peakRss, peakHeap }
     }
   }
