@@ -32,7 +32,7 @@ const settings = quick
   }
   : {
     decode: { sizeMB: 10, iterations: 7 },
-    e2e: { sizeMB: 5, runs: 25, warmup: 10 },
+    e2e: { sizeMB: 5, runs: 24, warmup: 10 },
     concurrency: { streams: 1000, rounds: 4 },
     latency: { replies: 60, rounds: 3 },
     growth: { sizesMB: [1, 10, 100] },

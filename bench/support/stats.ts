@@ -135,21 +135,32 @@ export const childMain = <A>(f: (args: ReadonlyArray<string>) => Promise<A>): vo
   )
 }
 
+/** A field of `/proc/self/status` in kB (`VmHWM`, the peak RSS; `VmRSS`, the RSS now), in bytes. */
+const statusBytes = (status: string, field: "VmHWM" | "VmRSS"): number | undefined => {
+  const found = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(status)
+  return found === null ? undefined : Number(found[1]) * 1024
+}
+
 /** This process's peak RSS as the kernel keeps it (Linux: `VmHWM` in `/proc/self/status`), in bytes. */
 const kernelPeakRss = (): number | undefined => {
   try {
-    const found = /^VmHWM:\s+(\d+) kB$/m.exec(Fs.readFileSync("/proc/self/status", "utf8"))
-    return found === null ? undefined : Number(found[1]) * 1024
+    return statusBytes(Fs.readFileSync("/proc/self/status", "utf8"), "VmHWM")
   } catch {
     return undefined
   }
 }
 
-/** Resets the kernel's peak RSS of this process to its RSS now (`/proc/self/clear_refs`, 5); false where it cannot. */
+/**
+ * Resets the kernel's peak RSS of this process to its RSS now (`/proc/self/clear_refs`, 5): false where it cannot, or
+ * where the peak read back is not the RSS (the reset did not take).
+ */
 const resetKernelPeakRss = (): boolean => {
   try {
     Fs.writeFileSync("/proc/self/clear_refs", "5")
-    return kernelPeakRss() !== undefined
+    const status = Fs.readFileSync("/proc/self/status", "utf8")
+    const peak = statusBytes(status, "VmHWM")
+    const now = statusBytes(status, "VmRSS")
+    return peak !== undefined && now !== undefined && peak - now < 1024 * 1024
   } catch {
     return false
   }
@@ -183,7 +194,11 @@ export const memorySampler = (everyMs = 5) => {
     stop: () => {
       clearInterval(timer)
       sample()
-      if (kernel) peakRss = Math.max(peakRss, kernelPeakRss() ?? 0)
+      if (kernel) {
+        const peak = kernelPeakRss()
+        if (peak === undefined) throw new Error("the kernel's peak RSS could not be read back at the sampler's stop")
+        peakRss = Math.max(peakRss, peak)
+      }
       return { peakRss, peakHeap }
     }
   }
