@@ -6,10 +6,11 @@
  * nothing buffered), the same end, the same failure (a `ResponseError` of reason `"Decode"` with the stream's error as
  * its cause), and the same release (the body destroyed if it is still open, then the request aborted), except that a
  * body whose reader has all it needs ({@link finish}) is read to its end first, within bounds, so that its connection
- * is kept (fix 34), and that a body whose end was read is not aborted: its request is over (fix 37). A web response (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream`
- * the same way, a `read()` per pull. What both leave out is the platform's stream around those reads: a channel, its
- * executor, and the state of `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's
- * response is read through `response.stream`.
+ * is kept (fix 34), and that a body whose end was read is not aborted: its request is over (fix 37). A web response
+ * (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream` the same way, a `read()` per
+ * pull. What both leave out is the platform's stream around those reads: a channel, its executor, and the state of
+ * `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's response is read through
+ * `response.stream`.
  *
  * Both note when the body ended or failed (`outcomeAt`, on the `Clock`), so that the failure it ends an attempt with is
  * marked with that moment (`ProviderFailure.markObserved`) and the backoff counts from it (fix 26).
