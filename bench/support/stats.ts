@@ -169,12 +169,14 @@ const resetKernelPeakRss = (): boolean => {
 /**
  * The peaks of RSS and heap from now until stopped. The RSS peak is the kernel's own (reset here, read once at the
  * stop): exact, and read without a system call while the figure runs. The heap is sampled every `everyMs` from V8's
- * statistics, which make none. Where the kernel's peak is not available (not Linux), RSS is sampled with the heap.
+ * statistics, which make none. Where the kernel's peak is not available (not Linux, or its reset did not take), RSS
+ * is sampled with the heap.
  *
  * Until 2026-12-04 RSS was sampled here every `everyMs` (`process.memoryUsage.rss()`, twice a sample): a read of
  * `/proc/self/stat` that waits while the collector's threads change the memory map, on the main thread of the process
  * measured. In figure 3's children the samples took 35–95 ms of each run's main thread, up to 17 ms for one, and the
- * most in the client that collects the most (docs/performance.md, "How the bench measures").
+ * most in the client that collects the most (docs/performance.md, "How the bench measures: the changes of
+ * 2026-12-04").
  */
 export const memorySampler = (everyMs = 5) => {
   const kernel = resetKernelPeakRss()
