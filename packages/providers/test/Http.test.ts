@@ -5,6 +5,7 @@
  * needs live time, so TestClock cannot drive them. They are the only tests here that wait for real. The same timeout
  * logic is driven by TestClock in Timeouts.test.ts.
  */
+import { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
@@ -651,6 +652,44 @@ describe("with the recovery runtime", () => {
           const traces = s.received.map((r) => r.headers.traceparent)
           assert.isTrue(traces.every((t) => typeof t === "string"), "a send without a traceparent")
           assert.strictEqual(new Set(traces).size, 4, "two sends with the same trace context")
+        })))
+
+    // With Effect's own tracer, whose spans reach no exporter, the platform client's span per request is not made: the
+    // request carries its attempt span's trace context (fix 39 of docs/performance.md). test/tracing.test.ts has the
+    // client's spans with the OpenTelemetry SDK's tracer.
+    it.live(`${subject.name}: with Effect's own tracer, a send carries its attempt span's trace context`, () =>
+      withServer((_req, res) => {
+        sse(res)
+        res.end(subject.success)
+      }, (s) =>
+        Effect.gen(function*() {
+          const p = yield* provider(subject, s.url)
+          const spans: Array<{ readonly traceId: string; readonly spanId: string }> = []
+          yield* Recovery.run(p.stream(request()), {
+            hooks: {
+              onChunk: () =>
+                Effect.map(Effect.currentSpan, (span) => {
+                  if (spans.length === 0) spans.push({ traceId: span.traceId, spanId: span.spanId })
+                })
+            }
+          })
+          assert.strictEqual(s.received.length, 1)
+          const [attempt] = spans
+          assert.strictEqual(s.received[0].headers.traceparent, `00-${attempt.traceId}-${attempt.spanId}-01`)
+          assert.match(String(s.received[0].headers.b3), new RegExp(`^${attempt.traceId}-${attempt.spanId}-1-`))
+        })))
+
+    it.live(`${subject.name}: with the trace context's propagation off, a send carries none`, () =>
+      withServer((_req, res) => {
+        sse(res)
+        res.end(subject.success)
+      }, (s) =>
+        Effect.gen(function*() {
+          const p = yield* provider(subject, s.url)
+          yield* Recovery.run(p.stream(request())).pipe(Effect.locally(HttpClient.currentTracerPropagation, false))
+          assert.strictEqual(s.received.length, 1)
+          assert.isUndefined(s.received[0].headers.traceparent)
+          assert.isUndefined(s.received[0].headers.b3)
         })))
   }
 })

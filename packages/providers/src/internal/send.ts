@@ -8,17 +8,23 @@
  *
  * @internal
  */
-import type * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import * as Budget from "@reprise/core/Budget"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Scope from "effect/Scope"
+import type * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import * as Attempt from "./attempt.js"
 import * as Deadlines from "./deadlines.js"
 import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
@@ -66,6 +72,35 @@ export const execute = (
     Effect.timeoutFail({ duration: settings.firstByteTimeout, onTimeout: () => firstByteFailure(settings) })
   )
 
+// Effect's own tracer, the one in place when no other is provided: its spans reach no exporter.
+const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+
+const always = () => true
+
+/**
+ * The request to send without the platform client's span, or `undefined` to send it as the client would. The client
+ * makes a span per request (`http.client POST`: its attributes, the request's and the response's headers redacted and
+ * written on it) and sends that span's trace context (`traceparent`, `b3`). With Effect's own tracer, whose spans reach
+ * no exporter, that span is work nobody sees: about 0.15 ms of CPU per request, 7 % of figure 3's client (fix 39 of
+ * docs/performance.md). Then, when the client would have traced the request (the tracer on, the request not excluded by
+ * `HttpClient.withTracerDisabledWhen`) under the attempt's span, the request carries the attempt span's trace context
+ * instead (unless `HttpClient.withTracerPropagation(false)`), and is sent with the client's span off. With any other
+ * tracer (OpenTelemetry's, the CLI's OTLP one), the client's span is made as before.
+ */
+const withoutClientSpan = (
+  fiber: Fiber.RuntimeFiber<any, any>,
+  request: HttpClientRequest.HttpClientRequest
+): HttpClientRequest.HttpClientRequest | undefined => {
+  if (Context.get(fiber.currentDefaultServices, Tracer.Tracer) !== nativeTracer) return undefined
+  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
+  if (fiber.getFiberRef(HttpClient.currentTracerDisabledWhen)(request)) return undefined
+  const parent = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
+  if (Option.isNone(parent) || parent.value._tag !== "Span") return undefined
+  return fiber.getFiberRef(HttpClient.currentTracerPropagation)
+    ? HttpClientRequest.setHeaders(request, HttpTraceContext.toHeaders(parent.value))
+    : request
+}
+
 /**
  * A generation's send within its attempt (`attempt.ts`), timed by the attempt's first-byte queue rather than by a race:
  * the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped in the attempt's
@@ -75,7 +110,9 @@ export const execute = (
  * winner's fiber refs back: that measured about 30 MB of figure 3's peak RSS (docs/performance.md, fix 25). One fiber
  * times the sends of a provider (`deadlines.ts`). The timeout relies on the client honouring the request's
  * `AbortSignal`, as every client of @effect/platform does. Interruption aborts the request (the attempt's scope closes)
- * and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends.
+ * and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends. With Effect's own
+ * tracer, the client's span per request is not made, and the request carries the attempt span's trace context
+ * ({@link withoutClientSpan}).
  *
  * @internal
  */
@@ -91,25 +128,32 @@ export const sendIn = (
 > =>
   Effect.zipRight(
     attempt.allowance.reserve,
-    Effect.suspend(() => {
-      const entry = Deadlines.arm(attempt.firstByte, attempt.clock, attempt.close)
-      attempt.sending = entry
-      const settle = () => {
-        Deadlines.disarm(attempt.firstByte, entry)
-        attempt.sending = undefined
-      }
-      return Effect.matchEffect(ScopedAbort.scopedClient(client).execute(request), {
-        onFailure: (error) => {
-          settle()
-          return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
-        },
-        // the timer fired as the headers came: the request is aborted, so the response is not read
-        onSuccess: (response) => {
-          settle()
-          return entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
+    Effect.withFiberRuntime<HttpClientResponse.HttpClientResponse, ProviderFailure.ProviderFailure, Scope.Scope>(
+      (fiber) => {
+        const entry = Deadlines.arm(attempt.firstByte, attempt.clock, attempt.close)
+        attempt.sending = entry
+        const settle = () => {
+          Deadlines.disarm(attempt.firstByte, entry)
+          attempt.sending = undefined
         }
-      })
-    })
+        const scoped = ScopedAbort.scopedClient(client)
+        const plain = withoutClientSpan(fiber, request)
+        const sent = plain === undefined
+          ? scoped.execute(request)
+          : Effect.locally(scoped.execute(plain), HttpClient.currentTracerDisabledWhen, always)
+        return Effect.matchEffect(sent, {
+          onFailure: (error) => {
+            settle()
+            return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
+          },
+          // the timer fired as the headers came: the request is aborted, so the response is not read
+          onSuccess: (response) => {
+            settle()
+            return entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
+          }
+        })
+      }
+    )
   )
 
 /**
