@@ -11,9 +11,12 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
 import * as Classification from "@reprise/core/Classification"
 import * as Policy from "@reprise/core/Policy"
+import * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, Redacted, Stream, TestClock } from "effect"
 import type * as Http from "node:http"
+import * as HttpProvider from "../src/HttpProvider.js"
+import type * as ProviderOptions from "../src/ProviderOptions.js"
 import { closedPort, KEY, request, run, server, summarize } from "./support/harness.js"
 import type { Handler } from "./support/harness.js"
 import { subjects } from "./support/protocols.js"
@@ -654,25 +657,31 @@ describe("with the recovery runtime", () => {
           assert.strictEqual(new Set(traces).size, 4, "two sends with the same trace context")
         })))
 
-    // With Effect's own tracer, whose spans reach no exporter, the platform client's span per request is not made: the
-    // request carries its attempt span's trace context (fix 39 of docs/performance.md). test/tracing.test.ts has the
-    // client's spans with the OpenTelemetry SDK's tracer.
+    // With Effect's own tracer, whose spans reach no exporter, the platform client's span per request is not made for
+    // a client reprise built itself (`HttpProvider.layerUndici`): the request carries its attempt span's trace context
+    // (fix 39 of docs/performance.md). test/tracing.test.ts has the client's spans with the OpenTelemetry SDK's tracer.
+    const own = (url: string) =>
+      HttpProvider.layerUndici(subject.name as ProviderOptions.Protocol, {
+        apiKey: Redacted.make(KEY),
+        baseUrl: subject.base(url)
+      })
+
     it.live(`${subject.name}: with Effect's own tracer, a send carries its attempt span's trace context`, () =>
       withServer((_req, res) => {
         sse(res)
         res.end(subject.success)
       }, (s) =>
         Effect.gen(function*() {
-          const p = yield* provider(subject, s.url)
           const spans: Array<{ readonly traceId: string; readonly spanId: string }> = []
-          yield* Recovery.run(p.stream(request()), {
-            hooks: {
-              onChunk: () =>
-                Effect.map(Effect.currentSpan, (span) => {
-                  if (spans.length === 0) spans.push({ traceId: span.traceId, spanId: span.spanId })
-                })
-            }
-          })
+          yield* Effect.flatMap(Provider.Provider, (p) =>
+            Recovery.run(p.stream(request()), {
+              hooks: {
+                onChunk: () =>
+                  Effect.map(Effect.currentSpan, (span) => {
+                    if (spans.length === 0) spans.push({ traceId: span.traceId, spanId: span.spanId })
+                  })
+              }
+            })).pipe(Effect.provide(own(s.url)))
           assert.strictEqual(s.received.length, 1)
           const [attempt] = spans
           assert.strictEqual(s.received[0].headers.traceparent, `00-${attempt.traceId}-${attempt.spanId}-01`)
@@ -685,8 +694,27 @@ describe("with the recovery runtime", () => {
         res.end(subject.success)
       }, (s) =>
         Effect.gen(function*() {
-          const p = yield* provider(subject, s.url)
-          yield* Recovery.run(p.stream(request())).pipe(Effect.locally(HttpClient.currentTracerPropagation, false))
+          yield* Effect.flatMap(Provider.Provider, (p) => Recovery.run(p.stream(request()))).pipe(
+            Effect.provide(own(s.url)),
+            Effect.locally(HttpClient.currentTracerPropagation, false)
+          )
+          assert.strictEqual(s.received.length, 1)
+          assert.isUndefined(s.received[0].headers.traceparent)
+          assert.isUndefined(s.received[0].headers.b3)
+        })))
+
+    // an app's client decides inside itself, as the platform's client always did: its wrappers are kept
+    it.live(`${subject.name}: an app's client with propagation off sends no trace context`, () =>
+      withServer((_req, res) => {
+        sse(res)
+        res.end(subject.success)
+      }, (s) =>
+        Effect.gen(function*() {
+          const client = yield* HttpClient.HttpClient
+          const p = yield* provider(subject, s.url).pipe(
+            Effect.provideService(HttpClient.HttpClient, HttpClient.withTracerPropagation(client, false))
+          )
+          yield* Recovery.run(p.stream(request()))
           assert.strictEqual(s.received.length, 1)
           assert.isUndefined(s.received[0].headers.traceparent)
           assert.isUndefined(s.received[0].headers.b3)

@@ -77,6 +77,22 @@ const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
 
 const always = () => true
 
+// the clients reprise built itself (`HttpProvider.layerUndici`), with no transform of an app's
+const ownClients = new WeakSet<HttpClient.HttpClient>()
+
+/**
+ * `client`, noted as one reprise built itself, with no transform of an app's: its sends within an attempt may go without
+ * the platform client's span ({@link withoutClientSpan}). An app's client is never noted: its transforms (its
+ * `HttpClient.withTracerPropagation(false)`, its `withTracerDisabledWhen`, a `mapRequest` that sets a `traceparent`)
+ * run inside the client, where the platform decides about the span, and must keep deciding.
+ *
+ * @internal
+ */
+export const ownClient = <C extends HttpClient.HttpClient>(client: C): C => {
+  ownClients.add(client)
+  return client
+}
+
 /**
  * The request to send without the platform client's span, or `undefined` to send it as the client would. The client
  * makes a span per request (`http.client POST`: its attributes, the request's and the response's headers redacted and
@@ -85,12 +101,15 @@ const always = () => true
  * docs/performance.md). Then, when the client would have traced the request (the tracer on, the request not excluded by
  * `HttpClient.withTracerDisabledWhen`) under the attempt's span, the request carries the attempt span's trace context
  * instead (unless `HttpClient.withTracerPropagation(false)`), and is sent with the client's span off. With any other
- * tracer (OpenTelemetry's, the CLI's OTLP one), the client's span is made as before.
+ * tracer (OpenTelemetry's, the CLI's OTLP one), the client's span is made as before. Only for a client reprise built
+ * itself ({@link ownClient}): an app's client decides inside itself, as it always did.
  */
 const withoutClientSpan = (
+  client: HttpClient.HttpClient,
   fiber: Fiber.RuntimeFiber<any, any>,
   request: HttpClientRequest.HttpClientRequest
 ): HttpClientRequest.HttpClientRequest | undefined => {
+  if (!ownClients.has(client)) return undefined
   if (Context.get(fiber.currentDefaultServices, Tracer.Tracer) !== nativeTracer) return undefined
   if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
   if (fiber.getFiberRef(HttpClient.currentTracerDisabledWhen)(request)) return undefined
@@ -137,7 +156,7 @@ export const sendIn = (
           attempt.sending = undefined
         }
         const scoped = ScopedAbort.scopedClient(client)
-        const plain = withoutClientSpan(fiber, request)
+        const plain = withoutClientSpan(client, fiber, request)
         const sent = plain === undefined
           ? scoped.execute(request)
           : Effect.locally(scoped.execute(plain), HttpClient.currentTracerDisabledWhen, always)
