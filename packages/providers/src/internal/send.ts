@@ -81,8 +81,8 @@ const always = () => true
 const ownClients = new WeakSet<HttpClient.HttpClient>()
 
 /**
- * `client`, noted as one reprise built itself, with no transform of an app's: its sends within an attempt may go without
- * the platform client's span ({@link withoutClientSpan}). An app's client is never noted: its transforms (its
+ * `client`, noted as one reprise built itself, with no transform of an app's: its sends within an attempt may go
+ * without the platform client's span ({@link withoutClientSpan}). An app's client is never noted: its transforms (its
  * `HttpClient.withTracerPropagation(false)`, its `withTracerDisabledWhen`, a `mapRequest` that sets a `traceparent`)
  * run inside the client, where the platform decides about the span, and must keep deciding.
  *
@@ -100,7 +100,7 @@ export const ownClient = <C extends HttpClient.HttpClient>(client: C): C => {
  * no exporter, that span is work nobody sees: about 0.15 ms of CPU per request, 7 % of figure 3's client (fix 39 of
  * docs/performance.md). Then, when the client would have traced the request (the tracer on, the request not excluded by
  * `HttpClient.withTracerDisabledWhen`) under the attempt's span, the request carries the attempt span's trace context
- * instead (unless `HttpClient.withTracerPropagation(false)`), and is sent with the client's span off. With any other
+ * instead (unless `HttpClient.currentTracerPropagation` is off), and is sent with the client's span off. With any other
  * tracer (OpenTelemetry's, the CLI's OTLP one), the client's span is made as before. Only for a client reprise built
  * itself ({@link ownClient}): an app's client decides inside itself, as it always did.
  */
@@ -129,9 +129,9 @@ const withoutClientSpan = (
  * winner's fiber refs back: that measured about 30 MB of figure 3's peak RSS (docs/performance.md, fix 25). One fiber
  * times the sends of a provider (`deadlines.ts`). The timeout relies on the client honouring the request's
  * `AbortSignal`, as every client of @effect/platform does. Interruption aborts the request (the attempt's scope closes)
- * and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends. With Effect's own
- * tracer, the client's span per request is not made, and the request carries the attempt span's trace context
- * ({@link withoutClientSpan}).
+ * and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends. On reprise's own
+ * client with Effect's own tracer, the client's span per request is not made, and the request carries the attempt
+ * span's trace context ({@link withoutClientSpan}).
  *
  * @internal
  */
