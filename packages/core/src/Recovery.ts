@@ -376,13 +376,14 @@ class AttemptRun<RH> implements Budget.Allowance {
           return loop
         }
       })) as Effect.Effect<void, AttemptError, never>
+    // one copy of the outer context's services, where a `Context.add` per service made one each (fix 40)
     const services = (outer: Context.Context<never>, scope: Scope.CloseableScope | undefined) => {
-      const context = Context.add(
-        Context.add(Context.add(outer, Budget.Budget, this as Budget.Allowance), Resumption.Resumption, this.reply),
-        Tracer.ParentSpan,
-        this.span
-      )
-      return scope === undefined ? context : Context.add(context, Scope.Scope, scope)
+      const map = new Map(outer.unsafeMap)
+      map.set(Budget.Budget.key, this as Budget.Allowance)
+      map.set(Resumption.Resumption.key, this.reply)
+      map.set(Tracer.ParentSpan.key, this.span)
+      if (scope !== undefined) map.set(Scope.Scope.key, scope)
+      return Context.unsafeMake<never>(map)
     }
     const inScope = (scope: Scope.CloseableScope | undefined) =>
       Effect.flatMap(
@@ -502,7 +503,13 @@ const replyOn = <E extends ProviderFailure.ProviderFailure | Budget.BudgetExhaus
         return Effect.flatMap(
           FiberRef.getAndUpdate(
             FiberRef.currentContext,
-            (outer) => Context.add(Context.add(outer, Budget.Budget, allowance), Tracer.ParentSpan, span)
+            (outer) => {
+              // one copy of the outer context's services (fix 40)
+              const map = new Map(outer.unsafeMap)
+              map.set(Budget.Budget.key, allowance)
+              map.set(Tracer.ParentSpan.key, span)
+              return Context.unsafeMake<never>(map)
+            }
           ),
           (outer) => reply.region(restore, outer)
         )

@@ -13,7 +13,7 @@ import * as Classification from "@reprise/core/Classification"
 import * as Policy from "@reprise/core/Policy"
 import * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, Redacted, Stream, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, FiberRef, Layer, Redacted, Stream, TestClock } from "effect"
 import type * as Http from "node:http"
 import * as HttpProvider from "../src/HttpProvider.js"
 import type * as ProviderOptions from "../src/ProviderOptions.js"
@@ -687,6 +687,40 @@ describe("with the recovery runtime", () => {
           assert.strictEqual(s.received[0].headers.traceparent, `00-${attempt.traceId}-${attempt.spanId}-01`)
           assert.match(String(s.received[0].headers.b3), new RegExp(`^${attempt.traceId}-${attempt.spanId}-1-`))
         })))
+
+    // the client's span is turned off for the send alone (fix 40 sets and resets the fiber's predicate by hand)
+    it.live(`${subject.name}: the platform client's span is off for the send alone, on or after a failure`, () =>
+      Effect.gen(function*() {
+        const outer = yield* FiberRef.get(HttpClient.currentTracerDisabledWhen)
+        const seen: Array<unknown> = []
+        const onChunk = () =>
+          Effect.map(FiberRef.get(HttpClient.currentTracerDisabledWhen), (predicate) => {
+            seen.push(predicate)
+          })
+        // a reply read after its send
+        yield* withServer(
+          (_req, res) => {
+            sse(res)
+            res.end(subject.success)
+          },
+          (s) =>
+            Effect.flatMap(Provider.Provider, (p) => Recovery.run(p.stream(request()), { hooks: { onChunk } })).pipe(
+              Effect.provide(own(s.url))
+            )
+        )
+        assert.isAbove(seen.length, 0)
+        for (const predicate of seen) {
+          assert.strictEqual(predicate, outer, "the span was still off as the reply was read")
+        }
+        assert.strictEqual(yield* FiberRef.get(HttpClient.currentTracerDisabledWhen), outer)
+        // a send that fails (a refused connection): the predicate is back all the same
+        const failed = yield* Effect.flatMap(Provider.Provider, (p) => Recovery.run(p.stream(request()))).pipe(
+          Effect.provide(Layer.merge(own(`http://127.0.0.1:${yield* closedPort}`), Budget.layer({ maxAttempts: 1 }))),
+          Effect.exit
+        )
+        assert.isTrue(Exit.isFailure(failed))
+        assert.strictEqual(yield* FiberRef.get(HttpClient.currentTracerDisabledWhen), outer)
+      }))
 
     it.live(`${subject.name}: with the trace context's propagation off, a send carries none`, () =>
       withServer((_req, res) => {
