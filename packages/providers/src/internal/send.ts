@@ -125,7 +125,9 @@ const withoutClientSpan = (
  * the fiber's own predicate put back when it ends, however it ends: what `Effect.locally` does, in 9 fewer of the 210
  * Effect operations an attempt ran in figure 3 (its acquire and release; fix 40 of docs/performance.md). The set runs
  * inside `Effect.onExit`, so the reset runs on success, failure and interruption alike, an interruption before the set
- * included (the reset then puts back the value the fiber still has).
+ * included (the reset then puts back the value the fiber still has). The fiber's predicate is read when this is built,
+ * where `Effect.locally` reads it when it runs: the effect returned must run at once, once, on `fiber` (as `sendIn`
+ * runs it), not be kept, retried or forked.
  */
 const untraced = <A, E, R>(
   fiber: Fiber.RuntimeFiber<any, any>,
