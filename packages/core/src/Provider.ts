@@ -77,7 +77,9 @@ const pulls = globalValue(
 export const fromPull = <E, R>(
   open: Effect.Effect<Pull<E>, E, R | Scope.Scope>
 ): Stream.Stream<Generation.GenerationEvent, E, Exclude<R, Scope.Scope>> => {
-  const stream = Stream.unwrapScoped(Effect.map(open, Stream.repeatEffectChunkOption))
+  // built when the stream is run, not here: `Recovery`, which reads it by its pull, never runs it, and building its
+  // stages for every attempt was about 12 ms of figure 3's ramp-up, when the code is still cold (fix 41)
+  const stream = Stream.suspend(() => Stream.unwrapScoped(Effect.map(open, Stream.repeatEffectChunkOption)))
   pulls.set(stream, open)
   return stream
 }
