@@ -393,6 +393,16 @@ const draining = (
 }
 
 /**
+ * Destroys `readable` before its end, with {@link released} (made once) told as its 'error' and heard by a no-op here,
+ * whatever else listens: the platform's undici client adds its own no-op, and undici's `dump` its own, but a body of the
+ * same shape from elsewhere may not.
+ */
+const destroyReleased = (readable: NodeReadable): void => {
+  readable.on("error", noop)
+  readable.destroy(released)
+}
+
+/**
  * Whether every byte of `readable` arrived: its end was read. Then the request is over, and its abort would change
  * nothing: undici takes its listener off the signal once the body closes. Aborting made a `DOMException`, with its
  * stack, and an event for each reply (fix 37 of docs/performance.md); only a body that did not end is aborted.
@@ -416,12 +426,7 @@ const drain = (
     idle,
     clock,
     () => readable.dump({ limit }),
-    // told as the body's error, heard by a no-op (undici's `dump` adds its own): made once, as for a release
-    // (`released`)
-    () => {
-      readable.on("error", noop)
-      readable.destroy(released)
-    },
+    () => destroyReleased(readable),
     () => {
       if (!ended(readable)) controller?.abort()
     }
@@ -556,10 +561,7 @@ const fromReadable = (
               finished && idle !== undefined && dumpable(readable) &&
               drain(readable, controller, total + trailerBytes, idle, clock)
             ) return
-            // `released` is told as the body's 'error': heard by a no-op here, whatever else listens (the platform's
-            // undici client adds its own no-op; a body of the same shape from elsewhere may not)
-            readable.on("error", noop)
-            readable.destroy(released)
+            destroyReleased(readable)
           }
           if (!ended(readable)) controller?.abort()
         }
