@@ -16,6 +16,8 @@
  *   through {@link Resumption}: a failed attempt of such a response is continued by the next attempt, which keeps
  *   the preview and adds what follows it, instead of being replayed; a response recovery leaves behind is cancelled
  *   on the server, once (docs/resume.md).
+ * - Attempts are paced by {@link Pacing}: at most `attemptsPerTurn` (default 8) start in one turn of the event loop,
+ *   so that a burst of replies puts its first requests on the wire while it builds the rest.
  * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
  *   classified.
  *
@@ -45,6 +47,8 @@ import * as Generation from "./Generation.js"
 import * as HookError from "./HookError.js"
 import { Accumulator } from "./internal/attempt.js"
 import * as Fiber from "./internal/fiber.js"
+import * as Pace from "./internal/pacing.js"
+import * as Pacing from "./Pacing.js"
 import * as Policy from "./Policy.js"
 import * as Provider from "./Provider.js"
 import * as ProviderFailure from "./ProviderFailure.js"
@@ -575,6 +579,7 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   readonly notifications: RecoveryNotifications.Service
   readonly silent: boolean
   readonly fleet: FleetLimits.Service
+  readonly attemptsPerTurn: number
   /** The backoff's schedule and its state, made at the first failure: most replies never need them. */
   planner: Policy.Planner | undefined = undefined
   readonly errors: Array<ProviderFailure.ProviderFailure> = []
@@ -610,6 +615,7 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
     this.notifications = Context.get(context, RecoveryNotifications.RecoveryNotifications)
     this.silent = RecoveryNotifications.isSilent(this.notifications)
     this.fleet = Context.get(context, FleetLimits.FleetLimits)
+    this.attemptsPerTurn = Pace.pacedOn(fiber) ? Context.get(context, Pacing.PacingSettings).attemptsPerTurn : Infinity
   }
 
   notify(notification: RecoveryNotifications.Notification): Effect.Effect<void> {
@@ -1025,6 +1031,17 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
   }
 
   /**
+   * The next attempt once {@link Pacing} lets it start: at once, or after the turns of the event loop before its own
+   * (interruptibly). Asked when the attempt is run, not when it is built.
+   */
+  attemptInTurn(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
+    return Effect.suspend(() => {
+      const wait = Pace.admit(this.attemptsPerTurn)
+      return wait === undefined ? this.attemptInSpan() : Effect.zipRight(wait, this.attemptInSpan())
+    })
+  }
+
+  /**
    * One attempt in its span, then what follows from it. The span, the attempt's services and its scope are one region
    * (`AttemptRun.region`), and what follows is decided inside the span: a failed attempt's span fails with the
    * attempt's own error. Not one generator, whose body would be held on the fiber's stack for as long as the attempt
@@ -1061,7 +1078,7 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
    */
   attempts(): Effect.Effect<Generation.Reply, RecoveryError, R | RH> {
     // without a fleet, nothing to credit or wait out (fix 32)
-    if (this.fleet === FleetLimits.unlimited) return this.attemptInSpan()
+    if (this.fleet === FleetLimits.unlimited) return this.attemptInTurn()
     const self = this
     return Effect.flatten(Effect.gen(function*() {
       // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way the
@@ -1073,7 +1090,7 @@ class ReplyRun<E extends ProviderFailure.ProviderFailure | Budget.BudgetExhauste
         yield* self.abandon()
         return self.exhausted("RetryAfterBeyondDeadline", beyond.value)
       }
-      return self.attemptInSpan()
+      return self.attemptInTurn()
     }))
   }
 

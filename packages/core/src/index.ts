@@ -26,6 +26,11 @@ export * as Message from "./Message.js"
 /**
  * @since 0.1.0
  */
+export * as Pacing from "./Pacing.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Policy from "./Policy.js"
 
 /**
