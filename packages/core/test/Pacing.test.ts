@@ -4,7 +4,7 @@
  * test's own; a turn's attempts start before the next turn's immediate runs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Effect, Exit, Fiber, Layer, ManagedRuntime, Stream } from "effect"
 import * as Generation from "../src/Generation.js"
 import * as Pacing from "../src/Pacing.js"
 import * as Recovery from "../src/Recovery.js"
@@ -110,6 +110,25 @@ describe("Pacing", () => {
       assert.isTrue(Exit.isInterrupted(exit))
       assert.deepStrictEqual(started.map((s) => s.reply), [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11])
       assert.deepStrictEqual(perTurn(started), [8, 3])
+    }))
+
+  it.live("paces the fibers of a ManagedRuntime", () =>
+    Effect.gen(function*() {
+      yield* quiet
+      // a ManagedRuntime's fibers inherit the SyncScheduler its layer was built with, deferred since
+      const runtime = ManagedRuntime.make(Layer.empty)
+      const clock = turns()
+      const started: Array<{ readonly reply: number; readonly turn: number }> = []
+      yield* Effect.promise(() =>
+        runtime.runPromise(
+          Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => reply(started, i, clock.now), {
+            concurrency: "unbounded"
+          })
+        )
+      )
+      clock.stop()
+      yield* Effect.promise(() => runtime.dispose())
+      assert.deepStrictEqual(perTurn(started), [8, 2])
     }))
 
   it.effect("does not pace under a test clock", () =>

@@ -62,12 +62,17 @@ const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
 /**
  * Whether the attempts of `fiber` are paced: only where the event loop is what moves the fiber on. Under another
  * `Clock` than the live one (a `TestClock`), a test drives time and expects an attempt to start when its fiber runs;
- * a fiber run synchronously (`Effect.runSync`) has no turn to wait for.
+ * a fiber run synchronously (`Effect.runSync`, whose `SyncScheduler` is flushing: not yet `deferred`) has no turn to
+ * wait for. A `SyncScheduler` that is `deferred` hands its tasks to the default scheduler: the fibers of a
+ * `ManagedRuntime` run on the one its layer was built with.
  *
  * @internal
  */
-export const pacedOn = (fiber: Fiber.Running): boolean =>
-  Fiber.clock(fiber) === liveClock && !(fiber.currentScheduler instanceof Scheduler.SyncScheduler)
+export const pacedOn = (fiber: Fiber.Running): boolean => {
+  if (Fiber.clock(fiber) !== liveClock) return false
+  const scheduler = fiber.currentScheduler
+  return !(scheduler instanceof Scheduler.SyncScheduler) || scheduler.deferred
+}
 
 /**
  * An attempt asks to start: `undefined` when it may start now (counted in this turn), otherwise the wait for its
