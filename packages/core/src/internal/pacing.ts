@@ -30,7 +30,7 @@ const gate: Gate = globalValue("@reprise/core/internal/pacing", (): Gate => ({
   head: 0
 }))
 
-// A turn of the event loop: `setImmediate` runs after the I/O that is ready (Node, Bun, Deno); elsewhere a timer of 0.
+// A turn of the event loop: `setImmediate` runs after the I/O that is ready (Node); where there is none, a timer of 0.
 const nextTurn: (f: () => void) => void = typeof globalThis.setImmediate === "function"
   ? (f) => globalThis.setImmediate(f)
   : (f) => globalThis.setTimeout(f, 0)
