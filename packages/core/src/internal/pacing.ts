@@ -53,8 +53,8 @@ const turn = (): void => {
     waiting.length = 0
     gate.head = 0
   }
-  gate.scheduled = gate.admitted > 0
-  if (gate.scheduled) nextTurn(turn)
+  gate.scheduled = false
+  if (gate.admitted > 0) scheduleTurn()
 }
 
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
@@ -83,20 +83,30 @@ export const pacedOn = (fiber: Fiber.Running): boolean => {
 export const admit = (attemptsPerTurn: number): Effect.Effect<void> | undefined => {
   if (attemptsPerTurn === Infinity) return undefined
   const limit = attemptsPerTurn >= 1 ? attemptsPerTurn : 1
-  if (gate.head === gate.waiting.length && gate.admitted < limit) {
-    gate.admitted++
-    if (!gate.scheduled) {
-      gate.scheduled = true
-      nextTurn(turn)
-    }
-    return undefined
-  }
+  if (startsNow(limit)) return undefined
   return Effect.async<void>((resume) => {
+    // asked again: the fiber may have yielded between the two, and the turn ended meanwhile
+    if (startsNow(limit)) return resume(Effect.void)
     const waiter: Waiter = { limit, resume: () => resume(Effect.void) }
     const index = gate.waiting.push(waiter) - 1
+    scheduleTurn()
     // interrupted while waiting: its place is skipped (an index is reused only once the queue is empty)
     return Effect.sync(() => {
       if (gate.waiting[index] === waiter) gate.waiting[index] = undefined
     })
   })
+}
+
+/** Counts an attempt in this turn if nobody waits and the turn has room for it. */
+const startsNow = (limit: number): boolean => {
+  if (gate.head !== gate.waiting.length || gate.admitted >= limit) return false
+  gate.admitted++
+  scheduleTurn()
+  return true
+}
+
+const scheduleTurn = (): void => {
+  if (gate.scheduled) return
+  gate.scheduled = true
+  nextTurn(turn)
 }
