@@ -16,12 +16,13 @@
  * which the event loop first handles the I/O that is ready.
  *
  * Pacing follows the event loop, and so it applies only where the event loop moves the fiber on: under the live
- * `Clock`, in a fiber not run synchronously. A test that drives time (`TestClock`, or any other `Clock`) expects an
- * attempt to start when its fiber runs, so its attempts are not paced, and a fiber run by `Effect.runSync` has no turn
- * to wait for. Waiting for a turn reads no clock.
+ * `Clock`, in a fiber not run synchronously, where `setImmediate` exists. A test that drives time (`TestClock`, or any
+ * other `Clock`) expects an attempt to start when its fiber runs, so its attempts are not paced, and a fiber run by
+ * `Effect.runSync` has no turn to wait for (unless the run provides a runtime, whose scheduler it then takes:
+ * docs/pacing.md). Waiting for a turn reads no clock.
  *
- * The count is the process's (one event loop), shared by every runtime and by every copy of this module; the limit is
- * each fiber's own ({@link PacingSettings}).
+ * The count is the event loop's (a process's, or a worker thread's), shared by every runtime and by every copy of this
+ * module; the limit is each fiber's own ({@link PacingSettings}), and an unpaced fiber's attempts are not counted.
  *
  * @since 0.1.0
  */

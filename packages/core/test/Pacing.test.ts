@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, ManagedRuntime, Stream } from "effect"
 import * as Generation from "../src/Generation.js"
+import * as Pace from "../src/internal/pacing.js"
 import * as Pacing from "../src/Pacing.js"
 import * as Recovery from "../src/Recovery.js"
 
@@ -93,23 +94,62 @@ describe("Pacing", () => {
       assert.deepStrictEqual(perTurn(started), [8, 2])
     }))
 
-  it.live("skips an attempt interrupted while it waits, and starts the ones after it", () =>
+  it.live("skips an attempt interrupted while it waits, and starts the ones after it in its place", () =>
     Effect.gen(function*() {
       yield* quiet
       const clock = turns()
       const started: Array<{ readonly reply: number; readonly turn: number }> = []
       const fibers = []
-      for (let i = 0; i < 12; i++) fibers.push(yield* Effect.fork(reply(started, i, clock.now)))
+      for (let i = 0; i < 17; i++) fibers.push(yield* Effect.fork(reply(started, i, clock.now)))
       // within the turn: the forked fibers run to their start or their wait
-      for (let i = 0; i < 100 && started.length < 8; i++) yield* Effect.yieldNow()
+      for (let i = 0; i < 100 && (started.length < 8 || Pace.state().waiting < 9); i++) yield* Effect.yieldNow()
       assert.strictEqual(clock.now(), 0)
       assert.deepStrictEqual(started.map((s) => s.reply), [0, 1, 2, 3, 4, 5, 6, 7])
+      assert.strictEqual(Pace.state().waiting, 9)
       const exit = yield* Fiber.interrupt(fibers[8])
+      assert.strictEqual(Pace.state().waiting, 8)
       for (const [i, fiber] of fibers.entries()) if (i !== 8) yield* Fiber.join(fiber)
       clock.stop()
       assert.isTrue(Exit.isInterrupted(exit))
-      assert.deepStrictEqual(started.map((s) => s.reply), [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11])
-      assert.deepStrictEqual(perTurn(started), [8, 3])
+      assert.deepStrictEqual(started.map((s) => s.reply), [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16])
+      // the interrupted attempt took no place: the next turn starts the eight after it
+      assert.deepStrictEqual(perTurn(started), [8, 8])
+    }))
+
+  it.live("starts a wait at once when it registers after its turn has ended", () =>
+    Effect.gen(function*() {
+      yield* quiet
+      assert.isUndefined(Pace.admit(1))
+      // the turn has no room left: a wait, not yet registered
+      const wait = Pace.admit(1)
+      assert.isDefined(wait)
+      // the turn ends with nobody waiting, and schedules no other
+      yield* quiet
+      assert.deepStrictEqual(Pace.state(), { admitted: 0, waiting: 0, scheduled: false })
+      const result = yield* wait!.pipe(
+        Effect.as("started"),
+        Effect.timeoutTo({ duration: "1 second", onTimeout: () => "still waiting", onSuccess: (s) => s })
+      )
+      assert.strictEqual(result, "started")
+    }))
+
+  it.live("does not count the attempts of an unpaced fiber, nor hold them", () =>
+    Effect.gen(function*() {
+      yield* quiet
+      const clock = turns()
+      const started: Array<{ readonly reply: number; readonly turn: number }> = []
+      const some = (from: number, layer: Layer.Layer<never>) =>
+        Effect.forEach(Array.from({ length: 6 }, (_, i) => from + i), (i) => reply(started, i, clock.now), {
+          concurrency: "unbounded"
+        }).pipe(Effect.provide(layer))
+      yield* Effect.all([some(0, Pacing.layer({ attemptsPerTurn: 2 })), some(100, Pacing.unpaced)], {
+        concurrency: "unbounded"
+      })
+      clock.stop()
+      const paced = started.filter((s) => s.reply < 100)
+      const unpaced = started.filter((s) => s.reply >= 100)
+      assert.deepStrictEqual(perTurn(paced), [2, 2, 2])
+      assert.deepStrictEqual(unpaced.map((s) => s.turn), Array.from({ length: 6 }, () => paced[0].turn))
     }))
 
   it.live("paces the fibers of a ManagedRuntime", () =>
