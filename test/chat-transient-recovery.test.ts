@@ -7,7 +7,7 @@
  */
 import { NodeFileSystem, NodePath } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import * as BuiltinTools from "@reprise/core/BuiltinTools"
+import * as BuiltinTools from "@reprise/cli/BuiltinTools"
 import * as Chat from "@reprise/core/Chat"
 import type * as Message from "@reprise/core/Message"
 import * as Simulator from "@reprise/simulator/Simulator"

@@ -76,7 +76,7 @@ export interface Outcome {
 /** @internal */
 export const typeIds = {
   ScriptError: Symbol.for("@reprise/simulator/ScriptLoader/ScriptError"),
-  ToolSelectionError: Symbol.for("@reprise/core/BuiltinTools/ToolSelectionError"),
+  ToolSelectionError: Symbol.for("@reprise/cli/BuiltinTools/ToolSelectionError"),
   TranscriptError: Symbol.for("@reprise/core/TranscriptError"),
   ChatError: Symbol.for("@reprise/core/ChatError")
 } as const

@@ -4,12 +4,12 @@
  *
  * @since 0.1.0
  */
-import * as BuiltinTools from "@reprise/core/BuiltinTools"
 import type * as Message from "@reprise/core/Message"
 import * as Transcript from "@reprise/core/Transcript"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as BuiltinTools from "./BuiltinTools.js"
 import { Exit } from "./ExitCode.js"
 import * as Output from "./Output.js"
 import * as Repl from "./Repl.js"

@@ -42,3 +42,8 @@ export * as Run from "./Run.js"
  * @since 0.1.0
  */
 export * as Sanitize from "./Sanitize.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as BuiltinTools from "./BuiltinTools.js"

@@ -1,7 +1,6 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { assert, describe, it } from "@effect/vitest"
-import * as BuiltinTools from "@reprise/core/BuiltinTools"
 import * as Chat from "@reprise/core/Chat"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
@@ -10,6 +9,7 @@ import * as Transcript from "@reprise/core/Transcript"
 import * as TransportError from "@reprise/core/TransportError"
 import * as ScriptLoader from "@reprise/simulator/ScriptLoader"
 import { ConfigError, Duration } from "effect"
+import * as BuiltinTools from "../src/BuiltinTools.js"
 import * as ExitCode from "../src/ExitCode.js"
 
 const exhausted = (reason: RecoveryExhausted["reason"]) =>

@@ -91,11 +91,6 @@ export * as Overflow from "./Overflow.js"
 /**
  * @since 0.1.0
  */
-export * as BuiltinTools from "./BuiltinTools.js"
-
-/**
- * @since 0.1.0
- */
 export * as Chat from "./Chat.js"
 
 /**

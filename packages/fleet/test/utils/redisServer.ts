@@ -1,9 +1,10 @@
 /**
  * A real `redis-server` for tests: started on 127.0.0.1 on a free port, with no persistence, in a temporary
- * directory; killed (SIGKILL) and restarted on the same port on demand, stopped with the scope.
+ * directory; killed (SIGKILL) and restarted on the same port on demand, stopped with the scope. `redis-cli` looks at
+ * it for the suites that hold no Redis client (the CLI's fleet suite).
  */
 import { Duration, Effect } from "effect"
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Os from "node:os"
@@ -58,6 +59,8 @@ export interface RedisServer {
   readonly kill: Effect.Effect<void>
   /** Starts it again on the same port (empty: no persistence). */
   readonly restart: Effect.Effect<void>
+  /** `redis-cli` against the server: its output, trimmed. */
+  readonly cli: (...args: ReadonlyArray<string>) => Effect.Effect<string>
 }
 
 export const redisServer: Effect.Effect<RedisServer, never, import("effect/Scope").Scope> = Effect.gen(function*() {
@@ -83,6 +86,11 @@ export const redisServer: Effect.Effect<RedisServer, never, import("effect/Scope
     restart: Effect.gen(function*() {
       if (child !== undefined) yield* stop(child)
       child = yield* Effect.orDie(launch(port, dir))
-    })
+    }),
+    cli: (...args) =>
+      Effect.async<string>((resume) => {
+        execFile("redis-cli", ["-p", String(port), ...args], (error, stdout) =>
+          resume(Effect.succeed(error === null ? stdout.trim() : "")))
+      })
   }
 })

@@ -7,11 +7,9 @@
 import { afterAll, assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { Duration, Effect } from "effect"
-import * as path from "node:path"
+import { bin } from "./support/cli.js"
 import * as Tmux from "./support/tmux.js"
-import { repoRoot } from "./utils/spawn.js"
 
-const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
 const socket = `reprise-tty-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
 afterAll(() => Tmux.killServer(socket))
 

@@ -12,7 +12,7 @@ import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
-import { repoRoot, run, start } from "./utils/spawn.js"
+import { chatArgs, repoRoot, run, setup, start } from "./support/cli.js"
 
 const KEY = "sk-test-otlp-key-never-exported"
 const { version } = JSON.parse(fs.readFileSync(path.join(repoRoot, "packages/cli/package.json"), "utf8"))
@@ -104,26 +104,6 @@ const counterValue = (received: ReadonlyArray<Received>, name: string) => {
   const metric = metrics.find((m: any) => m.name === name)
   return metric?.sum.dataPoints.reduce((acc: number, p: any) => acc + Number(p.asDouble ?? p.asInt ?? 0), 0)
 }
-
-const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "test-model",
-  "--backoff-base",
-  "5",
-  "--backoff-max",
-  "20",
-  ...extra
-]
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { "openai-chat": route } })
-    return { sim, base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
 
 const failedThenCommitted: SimulatorScript.RouteScript = {
   steps: [

@@ -6,17 +6,16 @@
  * terminal (tmux), and the renderer's own handling of a countdown around the resume and cancel notices.
  */
 import { afterAll, assert, layer } from "@effect/vitest"
-import * as Output from "@reprise/cli/Output"
-import * as Render from "@reprise/cli/Render"
 import * as Generation from "@reprise/core/Generation"
 import { Notification } from "@reprise/core/RecoveryNotifications"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect, Layer, Option, TestClock } from "effect"
-import * as path from "node:path"
+import * as Output from "../src/Output.js"
+import * as Render from "../src/Render.js"
+import { bin, run, setup, start } from "./support/cli.js"
 import * as Tmux from "./support/tmux.js"
-import { repoRoot, run, start } from "./utils/spawn.js"
 
 // A key shorter than 4 characters is not scrubbed (Sanitize.make), so the renderer holds back none of a preview (it
 // holds back the last `key length − 1` characters of a longer key's): the first attempt's deltas are on stdout before
@@ -46,14 +45,13 @@ const responses = (base: string, ...extra: ReadonlyArray<string>) =>
 /** The send is reset after {@link cut} events; the resume (and a replayed send) serve the rest, or all of it. */
 const cutSend: SimulatorScript.RouteScript = { reply: { text: answer }, steps: [{ kind: "reset", afterEvents: cut }] }
 
-const setup = (route: SimulatorScript.Route, script: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { [route]: script } })
+/** {@link setup} on `route`, with the counts of its sends, resumes and cancels and what its first request carried. */
+const scripted = (route: SimulatorScript.Route, script: SimulatorScript.RouteScript) =>
+  Effect.map(setup(script, route), ({ base, sim }) => {
     const requests = sim.requestsTo(route)
     return {
       sim,
-      base: sim.baseUrl(route),
+      base,
       sends: sim.count(route, "send"),
       resumes: sim.count(route, "resume"),
       cancels: sim.count(route, "cancel"),
@@ -70,7 +68,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
   (it) => {
     it.effect("a cut Responses stream is resumed: one send, one resume, the answer once", () =>
       Effect.gen(function*() {
-        const { base, cancels, firstBody, responseId, resumes, sends } = yield* setup("openai-responses", cutSend)
+        const { base, cancels, firstBody, responseId, resumes, sends } = yield* scripted("openai-responses", cutSend)
         const result = yield* run(responses(base, "--background"), env)
         assert.strictEqual(result.code, 0, result.stderr)
         assert.strictEqual(result.stdout, answer + "\n")
@@ -92,7 +90,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     it.effect("REPRISE_BACKGROUND=1 does the same; the flag wins over a variable that says no, or is not a boolean", () =>
       Effect.gen(function*() {
         for (const [extra, value] of [[[], "1"], [["--background"], "no"], [["--background"], "maybe"]] as const) {
-          const { base, resumes, sends } = yield* setup("openai-responses", cutSend)
+          const { base, resumes, sends } = yield* scripted("openai-responses", cutSend)
           const result = yield* run(responses(base, ...extra), { ...env, REPRISE_BACKGROUND: value })
           assert.strictEqual(result.code, 0, `${value}: ${result.stderr}`)
           assert.strictEqual(result.stdout, answer + "\n")
@@ -103,7 +101,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
     it.effect("--json: the retry event says resume, a resume event names the response and its cursor", () =>
       Effect.gen(function*() {
-        const { base, responseId } = yield* setup("openai-responses", cutSend)
+        const { base, responseId } = yield* scripted("openai-responses", cutSend)
         const result = yield* run(responses(base, "--background", "--json"), env)
         assert.strictEqual(result.code, 0, result.stderr)
         const events = result.stdout.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>)
@@ -145,7 +143,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
     it.effect("a resume the server refuses (too old to stream) is followed by a poll: the rest of the answer, once", () =>
       Effect.gen(function*() {
-        const { base, responseId, sends, sim } = yield* setup("openai-responses", {
+        const { base, responseId, sends, sim } = yield* scripted("openai-responses", {
           ...cutSend,
           // every resume is refused with the API's 400 "can no longer be streamed"
           background: { streamForMs: 0 }
@@ -170,7 +168,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     it.effect("without --background the cut stream is replayed: a second send, no resume", () =>
       Effect.gen(function*() {
         for (const variable of [undefined, "off"]) {
-          const { base, firstBody, resumes, sends } = yield* setup("openai-responses", cutSend)
+          const { base, firstBody, resumes, sends } = yield* scripted("openai-responses", cutSend)
           const result = yield* run(
             responses(base),
             variable === undefined ? env : { ...env, REPRISE_BACKGROUND: variable }
@@ -188,7 +186,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
     it.effect("REPRISE_BACKGROUND=maybe: exit 2, one line naming the variable, nothing sent", () =>
       Effect.gen(function*() {
-        const { base, sim } = yield* setup("openai-responses", cutSend)
+        const { base, sim } = yield* scripted("openai-responses", cutSend)
         const result = yield* run(responses(base), { ...env, REPRISE_BACKGROUND: "maybe" })
         assert.strictEqual(result.code, 2)
         assert.strictEqual(
@@ -201,7 +199,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
     it.effect("--background on openai-chat changes nothing: the request has no background field, the cut is replayed", () =>
       Effect.gen(function*() {
-        const { base, firstBody, sends } = yield* setup("openai-chat", cutSend)
+        const { base, firstBody, sends } = yield* scripted("openai-chat", cutSend)
         const result = yield* run(chat(base, "--background"), env)
         assert.strictEqual(result.code, 0, result.stderr)
         assert.strictEqual(result.stdout, answer + "\n")
@@ -218,7 +216,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         // inProgressPolls: the response still runs on the server, and the cancel succeeds; without it the simulator's
         // response is finished at once, and the cancel is refused
         for (const running of [true, false]) {
-          const { base, cancels, responseId } = yield* setup("openai-responses", {
+          const { base, cancels, responseId } = yield* scripted("openai-responses", {
             reply: { text: answer },
             steps: [{ kind: "stall", afterEvents: cut, keepaliveMs: 100 }],
             ...(running ? { background: { inProgressPolls: 1 } } : {})
@@ -249,7 +247,6 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 // on a terminal
 // -----------------------------------------------------------------------------
 
-const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
 const socket = `reprise-resume-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
 afterAll(() => Tmux.killServer(socket))
 

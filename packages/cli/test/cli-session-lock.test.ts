@@ -11,23 +11,17 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { repoRoot, run, start } from "./utils/spawn.js"
+import { chatArgs, repoRoot, run, setup, start } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-test-lock-key" }
-const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "test-model",
-  ...extra
-]
-
 /** Another process holding the session's lock until the returned `release` (its stdin closing). */
 const holder = (session: string) =>
   Effect.acquireRelease(
     Effect.async<{ readonly pid: number; readonly release: Effect.Effect<void> }>((resume) => {
-      const child = spawn(process.execPath, [path.join(repoRoot, "test/support/hold-session.mjs"), session])
+      const child = spawn(process.execPath, [
+        path.join(repoRoot, "packages/cli/test/support/hold-session.mjs"),
+        session
+      ])
       let out = ""
       let closed = false
       child.on("close", () => (closed = true))
@@ -48,13 +42,6 @@ const holder = (session: string) =>
     }),
     (h) => h.release
   )
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { "openai-chat": route } })
-    return { sim, base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
 
 const tempSession = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-lock-")), "session.jsonl")
 

@@ -6,13 +6,13 @@
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, layer } from "@effect/vitest"
-import * as Cli from "@reprise/cli/Cli"
-import * as Output from "@reprise/cli/Output"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Cli from "../src/Cli.js"
+import * as Output from "../src/Output.js"
 
 /** stdout blocks on the answer until `release`; `writing` is done when it has started. */
 const blockingOutput = Effect.gen(function*() {

@@ -1,10 +1,41 @@
+/**
+ * What the CLI's end-to-end suites share: the real `reprise` binary run as a child process ({@link start},
+ * {@link run}), the arguments of a `chat` against the loopback simulator ({@link chatArgs}) and the simulator's
+ * `openai-chat` route scripted for one test ({@link setup}).
+ */
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Effect } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
-const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../..")
+
+/** The binary's bin script, as `npx reprise` runs it. */
+export const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
+
+/** `reprise chat` against `base`, with short backoffs (5 ms, at most 20 ms), then `extra`. */
+export const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
+  "chat",
+  "--base-url",
+  base,
+  "--model",
+  "test-model",
+  "--backoff-base",
+  "5",
+  "--backoff-max",
+  "20",
+  ...extra
+]
+
+/** Scripts `route` (`openai-chat` unless given) for this test: its base URL and its request count. */
+export const setup = (script: SimulatorScript.RouteScript, route: SimulatorScript.Route = "openai-chat") =>
+  Effect.gen(function*() {
+    const sim = yield* Simulator.Simulator
+    yield* sim.setScript({ routes: { [route]: script } })
+    return { sim, base: sim.baseUrl(route), count: sim.count(route) }
+  })
 
 /** The environment of a child: the machine's, without any provider or reprise variable. */
 const cleanEnv = (): Record<string, string> => {

@@ -8,8 +8,8 @@ import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Context, Duration, Effect, Layer } from "effect"
-import { type RedisServer, redisServer } from "./support/redis.js"
-import { run, type Running, start } from "./utils/spawn.js"
+import { type RedisServer, redisServer } from "../../fleet/test/utils/redisServer.js"
+import { run, type Running, start } from "./support/cli.js"
 
 class Redis extends Context.Tag("test/fleet/Redis")<Redis, RedisServer>() {}
 

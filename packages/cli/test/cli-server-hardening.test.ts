@@ -5,32 +5,11 @@
  */
 import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
-import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
-import { run } from "./utils/spawn.js"
+import { chatArgs, run, setup } from "./support/cli.js"
 
 const KEY = "sk-test-secret-never-printed"
 const env = { OPENAI_API_KEY: KEY }
-
-const args = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "m",
-  "--backoff-base",
-  "5",
-  "--backoff-max",
-  "10",
-  ...extra
-]
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { "openai-chat": route } })
-    return { sim, base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
 
 const longText = Array.from({ length: 2000 }, (_, i) => `word${i}`).join(" ")
 
@@ -43,7 +22,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           steps: [{ kind: "stream", reply: { text: longText } }],
           afterLast: "repeat-last"
         })
-        const result = yield* run(args(base, "--max-reply-bytes", "2048", "go"), env)
+        const result = yield* run(chatArgs(base, "--max-reply-bytes", "2048", "go"), env)
         assert.strictEqual(result.code, 1, result.stderr)
         assert.match(result.stderr, /ProviderRejection\.ReplyTooLarge/)
         assert.match(result.stderr, /reply too large: .*2048 bytes/)
@@ -57,10 +36,10 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           steps: [{ kind: "stream", reply: { text: longText } }],
           afterLast: "repeat-last"
         })
-        const bounded = yield* run(args(base, "go"), { ...env, REPRISE_MAX_REPLY_BYTES: "2048" })
+        const bounded = yield* run(chatArgs(base, "go"), { ...env, REPRISE_MAX_REPLY_BYTES: "2048" })
         assert.strictEqual(bounded.code, 1, bounded.stderr)
         assert.match(bounded.stderr, /ProviderRejection\.ReplyTooLarge/)
-        const unbounded = yield* run(args(base, "go"), env)
+        const unbounded = yield* run(chatArgs(base, "go"), env)
         assert.strictEqual(unbounded.code, 0, unbounded.stderr)
         assert.strictEqual(unbounded.stdout, `${longText}\n`)
         assert.strictEqual(yield* count, 2)
@@ -73,7 +52,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           steps: [{ kind: "stream", reply: { toolCalls: [{ name: "append_file", arguments: deep }] } }],
           afterLast: "repeat-last"
         })
-        const result = yield* run(args(base, "go"), env)
+        const result = yield* run(chatArgs(base, "go"), env)
         assert.strictEqual(result.code, 1, result.stderr)
         assert.match(result.stderr, /ProviderRejection\.MalformedStream/)
         assert.match(result.stderr, /nested 20000 levels deep/)
@@ -84,7 +63,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     it.effect("a base URL with a query keeps it on the request", () =>
       Effect.gen(function*() {
         const { base, sim } = yield* setup({ steps: [{ kind: "stream", reply: { text: "ok" } }] })
-        const result = yield* run(args(`${base}?api-version=2024-10-21`, "go"), env)
+        const result = yield* run(chatArgs(`${base}?api-version=2024-10-21`, "go"), env)
         assert.strictEqual(result.code, 0, result.stderr)
         const [received] = yield* sim.requestsTo("openai-chat")
         assert.strictEqual(received.path, "/v1/chat/completions?api-version=2024-10-21")
@@ -93,7 +72,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     it.effect("a base URL with a fragment is a usage error (exit 2), from a flag or the environment, no request", () =>
       Effect.gen(function*() {
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "ok" } }] })
-        const flag = yield* run(args(`${base}#section`, "go"), env)
+        const flag = yield* run(chatArgs(`${base}#section`, "go"), env)
         assert.strictEqual(flag.code, 2, flag.stderr)
         assert.match(flag.stderr, /the base URL must not have a fragment/)
         const fromEnv = yield* run(["chat", "--model", "m", "go"], { ...env, OPENAI_BASE_URL: `${base}?v=1#x` })

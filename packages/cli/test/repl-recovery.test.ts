@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { Effect } from "effect"
-import { start } from "./utils/spawn.js"
+import { start } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-repl-test" }
 

@@ -1,12 +1,18 @@
 import { FileSystem, Path } from "@effect/platform"
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Exit, TestClock } from "effect"
+import * as Budget from "@reprise/core/Budget"
+import * as Chat from "@reprise/core/Chat"
+import * as Generation from "@reprise/core/Generation"
+import * as Message from "@reprise/core/Message"
+import * as Policy from "@reprise/core/Policy"
+import * as Provider from "@reprise/core/Provider"
+import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import { Duration, Effect, Either, Exit, Layer, Ref, Stream, TestClock } from "effect"
 import { execFileSync } from "node:child_process"
 import * as NFS from "node:fs"
 import * as Net from "node:net"
 import * as BuiltinTools from "../src/BuiltinTools.js"
-import type * as Message from "../src/Message.js"
 
 const call = (name: string, args: unknown, id = "call_1") => ({ id, name, arguments: args })
 
@@ -249,4 +255,73 @@ describe("BuiltinTools", () => {
         assert.isTrue(Exit.isFailure(layered))
       }).pipe(Effect.provide(NodeContext.layer)))
   })
+})
+
+type Attempt = Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure>
+
+const text = (t: string) => Generation.TextDelta({ text: t })
+const toolCall = (id: string, name: string, args: unknown) =>
+  Generation.ToolCallComplete({ call: { id, name, arguments: args } })
+const finish = (reason: Generation.FinishReason) => Generation.Finish({ reason, providerReason: reason })
+const attempt = (...events: Array<Generation.GenerationEvent>): Attempt => Stream.make(...events)
+
+/**
+ * A provider that answers each physical send with the next scripted stream, debiting the Budget first like a real
+ * one, and records every request it was sent.
+ */
+const scriptedProvider = (script: ReadonlyArray<Attempt>) =>
+  Effect.gen(function*() {
+    const requests = yield* Ref.make<ReadonlyArray<Generation.GenerationRequest>>([])
+    const service: Provider.Service = {
+      protocol: "scripted",
+      stream: (request) =>
+        Stream.unwrap(Effect.gen(function*() {
+          yield* Budget.reserve
+          const n = yield* Ref.modify(requests, (sent) => [sent.length, [...sent, request]] as const)
+          return n < script.length ? script[n] : Stream.dieMessage(`unscripted send ${n + 1}`)
+        }))
+    }
+    return { layer: Layer.succeed(Provider.Provider, service), requests }
+  })
+
+const prompt = [Message.user("go")]
+const policy = Policy.layer({ jitter: false })
+
+describe("Chat.step with the built-in tools", () => {
+  it.scoped("unknown tools, bad arguments and refused paths are error results and the step goes on", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      const base = yield* fs.makeTempDirectoryScoped()
+      const workspace = path.join(base, "ws")
+      yield* fs.makeDirectory(workspace)
+      const { layer, requests } = yield* scriptedProvider([
+        attempt(
+          toolCall("c1", "rm", { path: "/" }),
+          toolCall("c2", "append_file", { path: 1, line: "x" }),
+          toolCall("c3", "append_file", { path: "../escape.txt", line: "x" }),
+          toolCall("c4", "append_file", { path: "ok.txt", line: "hello" }),
+          finish("tool_calls")
+        ),
+        attempt(text("done"), finish("stop"))
+      ])
+      const result = yield* Chat.step(prompt, { model: "m" }).pipe(
+        Effect.provide(Layer.mergeAll(layer, BuiltinTools.layer(["append_file"], { workspace }), policy))
+      )
+
+      const results = (yield* Ref.get(requests))[1].messages.filter((m) => m.role === "tool")
+      assert.deepStrictEqual(results.map((m) => [m.toolCallId, m.isError]), [
+        ["c1", true],
+        ["c2", true],
+        ["c3", true],
+        ["c4", false]
+      ])
+      assert.include(results[0].content, "not enabled")
+      assert.include(results[1].content, "invalid arguments")
+      assert.include(results[2].content, "outside the workspace")
+      assert.strictEqual(results[3].content, "ok")
+      assert.strictEqual(result.reply.text, "done")
+      assert.strictEqual(yield* fs.readFileString(path.join(workspace, "ok.txt")), "hello\n")
+      assert.deepStrictEqual((yield* fs.readDirectory(base)).sort(), ["ws"])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

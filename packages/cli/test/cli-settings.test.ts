@@ -5,8 +5,9 @@
  */
 import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
-import { run } from "./utils/spawn.js"
+import { run, setup } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-test-settings" }
 
@@ -18,18 +19,13 @@ const chat = (
 /** Waits of 1-2 ms between the attempts. */
 const fast = ["--backoff-base", "1", "--backoff-max", "2"]
 
-const setup = Effect.gen(function*() {
-  const sim = yield* Simulator.Simulator
-  yield* sim.setScript({
-    routes: { "openai-chat": { steps: [{ kind: "status", status: 503 }], afterLast: "repeat-last" } }
-  })
-  return { base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-})
+/** Every request gets a 503. */
+const outage: SimulatorScript.RouteScript = { steps: [{ kind: "status", status: 503 }], afterLast: "repeat-last" }
 
 layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(60) })("reprise settings", (it) => {
   it.effect("the flag wins over its variable, the variable over the default", () =>
     Effect.gen(function*() {
-      const { base, count } = yield* setup
+      const { base, count } = yield* setup(outage)
       const fromEnv = yield* run(chat(base, ...fast), { ...env, REPRISE_MAX_ATTEMPTS: "2" })
       assert.strictEqual(fromEnv.code, 75, fromEnv.stderr)
       assert.strictEqual(yield* count, 2)
@@ -41,7 +37,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
   it.effect("a bad value is one message, naming the flag or the variable the user gave", () =>
     Effect.gen(function*() {
-      const { base, count } = yield* setup
+      const { base, count } = yield* setup(outage)
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, Record<string, string>, string]> = [
         [["--max-attempts", "0"], {}, "--max-attempts must be at least 1, got 0"],
         [[], { REPRISE_MAX_ATTEMPTS: "0" }, `(Invalid data at REPRISE_MAX_ATTEMPTS: "must be at least 1")`],

@@ -14,32 +14,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { run, start } from "./utils/spawn.js"
+import { chatArgs, run, setup, start } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-test-tools-hardening" }
 const here = path.dirname(fileURLToPath(import.meta.url))
 /** Holds every open inside the directory given in REPRISE_TEST_STALL_OPEN (see support/stall-open.mjs). */
 const stallOpen = `--import=${new URL(`file://${path.join(here, "support/stall-open.mjs")}`).href}`
-
-const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "test-model",
-  "--backoff-base",
-  "5",
-  "--backoff-max",
-  "20",
-  ...extra
-]
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { "openai-chat": route } })
-    return { sim, base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
 
 /** A reply that calls `append_file` once per path, then the answer after the results. */
 const appendTo = (...paths: ReadonlyArray<string>): SimulatorScript.RouteScript => ({

@@ -11,27 +11,17 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { repoRoot, run } from "./utils/spawn.js"
+import { bin, repoRoot, run, setup } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-test-conventions" }
 const here = path.dirname(fileURLToPath(import.meta.url))
 const preload = `--import=${new URL(`file://${path.join(here, "support/sigint-on-listener.mjs")}`).href}`
-const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
 const escape = "\u001b["
 
 layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(30) })("reprise conventions", (it) => {
-  const setup = (
-    steps: ReadonlyArray<{ readonly kind: "stream" } | { readonly kind: "status"; readonly status: number }>
-  ) =>
-    Effect.gen(function*() {
-      const sim = yield* Simulator.Simulator
-      yield* sim.setScript({ routes: { "openai-chat": { steps, afterLast: "repeat-last" } } })
-      return { base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-    })
-
   it.effect("a single-value option given twice takes the last value, flags and env fallbacks included", () =>
     Effect.gen(function*() {
-      const { base, count } = yield* setup([{ kind: "status", status: 503 }])
+      const { base, count } = yield* setup({ steps: [{ kind: "status", status: 503 }], afterLast: "repeat-last" })
       // a wrapper's defaults, then the user's overrides
       const result = yield* run([
         "chat",
@@ -69,7 +59,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
   it.effect("an unknown option is named, with a suggestion, and nothing is sent", () =>
     Effect.gen(function*() {
-      const { base, count } = yield* setup([{ kind: "stream" }])
+      const { base, count } = yield* setup({ steps: [{ kind: "stream" }], afterLast: "repeat-last" })
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
         [
           ["chat", "--base-url", base, "--modle", "m", "go"],
@@ -150,7 +140,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
   it.effect("SIGINT while the binary is still loading exits 130 with nothing sent", () =>
     Effect.gen(function*() {
-      const { base, count } = yield* setup([{ kind: "stream" }])
+      const { base, count } = yield* setup({ steps: [{ kind: "stream" }], afterLast: "repeat-last" })
       const args = ["chat", "--base-url", base, "--model", "m", "go"]
       for (const at of ["load", "runtime"]) {
         const result = yield* run(args, { ...env, NODE_OPTIONS: preload, REPRISE_TEST_SIGINT_AT: at })

@@ -4,38 +4,14 @@
  */
 import { assert, describe, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
-import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { run, start } from "./utils/spawn.js"
+import { chatArgs, run, setup, start } from "./support/cli.js"
 
 const KEY = "sk-test-secret-never-printed"
 const env = { OPENAI_API_KEY: KEY }
-
-const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "test-model",
-  "--backoff-base",
-  "5",
-  "--backoff-max",
-  "20",
-  ...extra
-]
-
-const script = (route: SimulatorScript.RouteScript) =>
-  Effect.flatMap(Simulator.Simulator, (s) => s.setScript({ routes: { "openai-chat": route } }))
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* script(route)
-    return { sim, base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
 
 const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "reprise-cli-"))
 
@@ -332,7 +308,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.strictEqual(lines[2].toolCallId, "call_1")
       assert.isTrue(lines[2].isError)
       // resumed again: the file is consistent now, so nothing more is added before the next prompt
-      yield* script({ steps: [{ kind: "stream", reply: { text: "Still here." } }] })
+      yield* setup({ steps: [{ kind: "stream", reply: { text: "Still here." } }] })
       assert.strictEqual((yield* run(chatArgs(base, "--session", session, "And now?"), env)).code, 0)
       const again = fs.readFileSync(session, "utf8").trim().split("\n").map((l) => JSON.parse(l))
       assert.deepStrictEqual(again.map((m) => m.role), [

@@ -12,7 +12,7 @@ import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { repoRoot, run, start } from "./utils/spawn.js"
+import { bin, chatArgs, run, setup, start } from "./support/cli.js"
 
 const KEY = "sk-proj-" +
   Array.from({ length: 156 }, (_, i) => "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"[(i * 13 + 5) % 57])
@@ -21,26 +21,6 @@ const env = { OPENAI_API_KEY: KEY }
 const grams = new Set(Array.from({ length: KEY.length - 15 }, (_, i) => KEY.slice(i + 8, i + 16)))
 const leak = (text: string) =>
   Array.from({ length: Math.max(0, text.length - 7) }, (_, i) => text.slice(i, i + 8)).find((g) => grams.has(g))
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { "openai-chat": route } })
-    return { base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
-
-const args = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "m",
-  "--backoff-base",
-  "5",
-  "--backoff-max",
-  "10",
-  ...extra
-]
 
 layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(30) })("reprise hardening", (it) => {
   it.effect("a key sent back by the model reaches no event, notice or session line", () =>
@@ -66,7 +46,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-hardening-"))
       const session = path.join(dir, "s.jsonl")
       const json = yield* run(
-        args(base, "--json", "--session", session, "--tools", "append_file", "--workspace", dir, "go"),
+        chatArgs(base, "--json", "--session", session, "--tools", "append_file", "--workspace", dir, "go"),
         env
       )
       assert.strictEqual(json.code, 0, json.stderr)
@@ -86,14 +66,14 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       // a key with characters JSON escapes (`"`, `\\`) is scrubbed before the event is serialised
       const quoted = `sk-q"uo\\ted-${KEY.slice(20, 60)}`
       yield* setup({ steps: [{ kind: "stream", reply: { text: `echo ${quoted}`, deltaSize: 4 } }] })
-      const escaped = yield* run(args(base, "--json", "go"), { OPENAI_API_KEY: quoted })
+      const escaped = yield* run(chatArgs(base, "--json", "go"), { OPENAI_API_KEY: quoted })
       assert.strictEqual(escaped.code, 0, escaped.stderr)
       assert.isUndefined(leak(escaped.stdout), "a key with a quote leaked through --json")
       assert.strictEqual(JSON.parse(escaped.stdout.trim().split("\n").at(-1)!).text, "echo <redacted>")
 
       // plain output: only the answer, scrubbed
       yield* setup({ steps: [{ kind: "stream", reply: { text: `plain ${KEY}`, deltaSize: 3 } }] })
-      const plain = yield* run(args(base, "go"), env)
+      const plain = yield* run(chatArgs(base, "go"), env)
       assert.strictEqual(plain.code, 0)
       assert.strictEqual(plain.stdout, "plain <redacted>\n")
     }))
@@ -107,7 +87,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       ]
       for (const extra of [[], ["--json"]]) {
         const { base } = yield* setup({ steps })
-        const result = yield* run(args(base, ...extra, "go"), env)
+        const result = yield* run(chatArgs(base, ...extra, "go"), env)
         assert.strictEqual(result.code, 1, result.stderr)
         for (const c of ["\u001b", "\u0007", "\u009b"]) assert.notInclude(result.stderr + result.stdout, c)
         const lines = result.stderr.trim().split("\n")
@@ -132,7 +112,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       ]
       // a full disk or kill -9 in the middle of an append
       fs.writeFileSync(session, committed.join("\n") + "\n" + `{"role":"user","text":"a prompt whose tu`)
-      const first = yield* run(args(base, "--session", session, "again"), env)
+      const first = yield* run(chatArgs(base, "--session", session, "again"), env)
       assert.strictEqual(first.code, 0, first.stderr)
       assert.strictEqual(first.stdout, "second answer\n")
       assert.match(first.stderr, /s\.jsonl:3: left out a torn last line \(40 bytes/)
@@ -151,7 +131,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       ])
       // nothing torn any more: no notice
       yield* setup({ steps: [{ kind: "stream", reply: { text: "third" } }] })
-      const second = yield* run(args(base, "--session", session, "once more"), env)
+      const second = yield* run(chatArgs(base, "--session", session, "once more"), env)
       assert.strictEqual(second.code, 0)
       assert.strictEqual(second.stderr, "")
     }))
@@ -170,7 +150,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         ["/dev/zero", /\/dev\/zero: cannot read the transcript \(not a regular file \(CharacterDevice\)\)/]
       ]
       for (const [session, pattern] of cases) {
-        const result = yield* run(args(base, "--session", session, "go"), env)
+        const result = yield* run(chatArgs(base, "--session", session, "go"), env)
         assert.strictEqual(result.code, 2, `${session}: ${result.stderr}`)
         assert.match(result.stderr, pattern)
       }
@@ -180,7 +160,6 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
   it.effect("a reader that goes away (| head) stops the binary quietly with 141, chat and simulate alike", () =>
     Effect.gen(function*() {
       const { base } = yield* setup({ steps: [{ kind: "stream", reply: { text: "word ".repeat(20_000) } }] })
-      const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
       const closedEarly = (argv: ReadonlyArray<string>, afterFirstLine: (line: string) => Promise<unknown> | void) =>
         Effect.promise(() =>
           new Promise<{ code: number | null; stderr: string }>((resolve) => {
@@ -202,7 +181,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           })
         )
       // chat: the reader closes after the first chunk of a long answer (--json streams it as events)
-      const chat = yield* closedEarly(args(base, "--json", "go"), () => undefined)
+      const chat = yield* closedEarly(chatArgs(base, "--json", "go"), () => undefined)
       assert.strictEqual(chat.code, 141, chat.stderr)
       assert.strictEqual(chat.stderr, "")
       // simulate: the reader closes after the first line; the next request's log line finds no reader
@@ -216,14 +195,14 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
   it.effect("an error before the turn (a key pasted into --base-url or --session) is printed without it", () =>
     Effect.gen(function*() {
-      const badUrl = yield* run(args(`ftp://example.test/?key=${KEY}`, "--json", "hi"), env)
+      const badUrl = yield* run(chatArgs(`ftp://example.test/?key=${KEY}`, "--json", "hi"), env)
       assert.strictEqual(badUrl.code, 2)
       assert.include(badUrl.stderr, "http(s) URL")
       assert.isUndefined(leak(badUrl.stderr + badUrl.stdout), badUrl.stderr)
       const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "never" } }] })
       // the key read from another variable, named with --api-key-env
       const badSession = yield* run(
-        args(base, "--api-key-env", "MY_KEY", "--session", `/nonexistent/${KEY}/s.jsonl`, "hi"),
+        chatArgs(base, "--api-key-env", "MY_KEY", "--session", `/nonexistent/${KEY}/s.jsonl`, "hi"),
         { MY_KEY: KEY }
       )
       assert.strictEqual(badSession.code, 2)
@@ -236,7 +215,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     Effect.gen(function*() {
       const { base } = yield* setup({ reply: { text: "the committed answer" } })
       for (let i = 0; i < 3; i++) {
-        const running = yield* start(args(base, "hi"), env)
+        const running = yield* start(chatArgs(base, "hi"), env)
         yield* running.awaitStdout(/the committed answer\n/)
         running.child.kill("SIGINT")
         const result = yield* running.exit
@@ -252,8 +231,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const full = fs.openSync("/dev/full", "w")
       const child = yield* Effect.promise(() =>
         new Promise<{ code: number | null; stderr: string }>((resolve) => {
-          const bin = path.join(repoRoot, "packages/cli/bin/reprise.js")
-          const p = spawn(process.execPath, [bin, ...args(base, "--session", session, "hi")], {
+          const p = spawn(process.execPath, [bin, ...chatArgs(base, "--session", session, "hi")], {
             env: { ...process.env, ...env },
             stdio: ["ignore", full, "pipe"]
           })

@@ -19,6 +19,7 @@
  */
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
+import * as Tool from "@reprise/core/Tool"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -28,7 +29,6 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as NFS from "node:fs"
 import { describeCause } from "./internal/describe.js"
-import * as Tool from "./Tool.js"
 
 /**
  * `now {}`: the current time in ISO 8601, e.g. `2025-01-31T12:00:00.000Z`.
@@ -303,7 +303,7 @@ export type Name = typeof names[number]
  * @since 0.1.0
  * @category type ids
  */
-export const ToolSelectionErrorTypeId: unique symbol = Symbol.for("@reprise/core/BuiltinTools/ToolSelectionError")
+export const ToolSelectionErrorTypeId: unique symbol = Symbol.for("@reprise/cli/BuiltinTools/ToolSelectionError")
 
 /**
  * @since 0.1.0
@@ -319,7 +319,7 @@ export type ToolSelectionErrorTypeId = typeof ToolSelectionErrorTypeId
  * @category errors
  */
 export class ToolSelectionError
-  extends Schema.TaggedError<ToolSelectionError>("@reprise/core/BuiltinTools/ToolSelectionError")(
+  extends Schema.TaggedError<ToolSelectionError>("@reprise/cli/BuiltinTools/ToolSelectionError")(
     "ToolSelectionError",
     {
       reason: Schema.Literal("UnknownTool", "MissingWorkspace", "InvalidWorkspace"),
