@@ -16,11 +16,12 @@
  * subscription (not yet made, lost, refused by an ACL) each call asks Redis, as it always did (docs/fleet.md,
  * "Following the pause").
  *
- * **Faults.** Redis unreachable, slow or restarted never hangs a generation: every call has a short `timeout`
- * (default 200 ms) and the client does not queue commands while disconnected. On a failure the process goes on with
- * its local Budget alone (replays allowed, no pause), reports it once (`FleetUnavailable`), tries Redis again every
- * `retryInterval` (default 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call
- * succeeds again.
+ * **Faults.** Redis unreachable, slow, silent or restarted never hangs a generation: every call has a short
+ * `timeout` (default 200 ms), building waits at most `connectTimeout`, every such wait is interruptible (so bounded
+ * in an uninterruptible region too), the client does not queue commands while disconnected, and a connection that
+ * reads more than 1 MiB of one reply is dropped. On a failure the process goes on with its local Budget alone
+ * (replays allowed, no pause), reports it once (`FleetUnavailable`), tries Redis again every `retryInterval` (default
+ * 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call succeeds again.
  *
  * ```ts
  * const fleet = RedisFleet.layer({ url: "redis://127.0.0.1:6379/0", name: "batch-2026-10" })
@@ -49,6 +50,7 @@ import { Redis } from "ioredis"
 import * as Crypto from "node:crypto"
 import * as FleetAddress from "./FleetAddress.js"
 import * as Pause from "./internal/pause.js"
+import * as PauseCopy from "./internal/pauseCopy.js"
 import * as ReadBound from "./internal/readBound.js"
 import * as Scripts from "./internal/scripts.js"
 import * as RetryBudget from "./RetryBudget.js"
@@ -91,12 +93,6 @@ const positive = (name: string, input: Duration.DurationInput | undefined, fallb
   return duration
 }
 
-/**
- * A pause with less time left than this is over: a timer fires up to a millisecond early, and the wait that ends a
- * pause (the receiving reply's own, or another's `FleetPaused`) is not followed by a second one for what is left.
- */
-const settleMillis = 20
-
 /** What the process knows of the fleet's store. */
 interface Health {
   readonly up: boolean
@@ -116,24 +112,6 @@ class Unavailable {
 
 const errorText = (u: unknown): string =>
   Predicate.isObject(u) && "message" in u && typeof u.message === "string" ? u.message : String(u)
-
-/** The HTTP status stored with a pause, when it is one (a three-digit status); anything else is no status. */
-const statusOf = (text: unknown): number | undefined => {
-  const status = Number(text)
-  return Number.isInteger(status) && status >= 100 && status <= 599 ? status : undefined
-}
-
-/** A pause as a script reads it: milliseconds left (capped at `maxMillis`; 0 for none) and its status. */
-interface PauseRead {
-  readonly left: number
-  readonly status: number | undefined
-}
-
-const pauseOf = (reply: unknown, maxMillis: number): PauseRead | undefined => {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number" || !Number.isFinite(reply[0])) return undefined
-  // whatever the key holds (another writer's, a server's bug), no pause lasts longer than `maxPause`
-  return { left: Math.min(Math.max(reply[0], 0), maxMillis), status: statusOf(reply[1]) }
-}
 
 const count = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0
 
@@ -258,23 +236,12 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     // pushback that sets a pause announces it. Once a pause was read from Redis after the subscription began
     // (`following`), the copy here misses nothing, and `deposit` and `paused` answer from it without a round trip
     // (docs/fleet.md, "Following the pause"). The subscription's loss (`epoch`) stops following until it is back.
-    //
-    // The copy is learnt from the pause key alone: an announcement only says that the key changed, and is answered by
-    // reading it (a message is no proof of a pause; the key's expiry is). Each read bounds the pause's end between
-    // the read's sending plus the time left and its answer plus the time left; a read whose bounds meet the copy's
-    // reads the same pause, and leaves the end the copy waits for as it is, so no wait is announced twice for one
-    // pause. The pause this process's own pushback set ends for it with its own wait (counted from the failure, as
-    // `Recovery` gives it): it is not waited out a second time.
+    // The copy is learnt from the pause key alone (an announcement asks for a read of it; see `PauseCopy`), and the
+    // pause this process's own pushback set ends for it with its own wait: it is not waited out a second time.
     const follow = {
       subscribed: false,
       following: false,
       epoch: 0,
-      /** The end of the pause in force as the copy waits for it (`clock`, ms; 0: none), and its status. */
-      until: 0,
-      status: undefined as number | undefined,
-      /** What the reads tell of that pause's true end: no earlier than `earliest`, no later than `latest`. */
-      earliest: 0,
-      latest: 0,
       /** The read of the key an announcement asked for, until it is answered. */
       checking: undefined as Promise<void> | undefined
     }
@@ -284,29 +251,10 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     // monotonic: a step of the wall clock neither ends nor lengthens a pause
     const nowMillis = () => Number(clock.unsafeCurrentTimeNanos()) / 1e6
     const maxPauseMillis = Duration.toMillis(maxPause)
-    /** A read of the pause key sent at `sentAt`, answered now: the copy becomes what the key says. */
-    const observe = (sentAt: number, read: PauseRead) => {
-      const now = nowMillis()
-      if (read.left === 0) {
-        // no pause in force when the script ran: a copy whose pause must outlast that moment is wrong
-        if (follow.earliest > now) follow.until = follow.earliest = follow.latest = 0
-        return
-      }
-      const earliest = sentAt + read.left
-      const latest = now + read.left
-      if (follow.until > 0 && earliest <= follow.latest && latest >= follow.earliest) {
-        follow.earliest = Math.max(earliest, follow.earliest)
-        follow.latest = Math.min(latest, follow.latest)
-      } else {
-        follow.until = latest
-        follow.earliest = earliest
-        follow.latest = latest
-      }
-      follow.status = read.status
-    }
+    const copy = PauseCopy.make(nowMillis)
     const localPause = (): Option.Option<FleetLimits.Pause> => {
-      const left = follow.until - nowMillis()
-      return left < settleMillis ? noPause : FleetLimits.pause(Duration.millis(left), follow.status)
+      const { left, status } = copy.current()
+      return left === 0 ? noPause : FleetLimits.pause(Duration.millis(left), status)
     }
     /**
      * Decodes a pause read from Redis (by a call sent at `sentAt`) and learns it; read by a call sent while subscribed
@@ -314,9 +262,9 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
      */
     const pauseRead =
       (epoch: number, sentAt: number) => (reply: unknown): Option.Option<FleetLimits.Pause> | undefined => {
-        const read = pauseOf(reply, maxPauseMillis)
+        const read = PauseCopy.decode(reply, maxPauseMillis)
         if (read === undefined) return undefined
-        observe(sentAt, read)
+        copy.observe(sentAt, read)
         if (epoch === follow.epoch && follow.subscribed) follow.following = true
         return localPause()
       }
@@ -525,7 +473,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
               const answer = read(reply)
               // the script set this pause (no longer one was in force): this process knows when it ends for it
               if (answer !== undefined && Array.isArray(reply) && reply[2] === 1) {
-                follow.until = sentAt + Math.min(Duration.toMillis(delay), maxPauseMillis)
+                copy.own(sentAt + Math.min(Duration.toMillis(delay), maxPauseMillis))
               }
               return answer
             }, noPause))

@@ -10,6 +10,7 @@ import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option } from "ef
 import { Redis } from "ioredis"
 import * as Net from "node:net"
 import * as FleetAddress from "../src/FleetAddress.js"
+import * as PauseCopy from "../src/internal/pauseCopy.js"
 import * as RedisFleet from "../src/RedisFleet.js"
 import { type RedisServer, redisServer } from "./utils/redisServer.js"
 
@@ -201,5 +202,62 @@ describe("FleetAddress: database numbers", () => {
     assert.isUndefined(FleetAddress.urlProblem("redis://127.0.0.1:6379/2147483647"))
     assert.match(FleetAddress.urlProblem("redis://127.0.0.1:6379/99999999999")!, /from 0 to 2147483647/)
     assert.notInclude(FleetAddress.urlProblem("redis://127.0.0.1:6379/main")!, "redis://")
+  })
+})
+
+describe("PauseCopy: the pause as a process learns it from reads of the key", () => {
+  const clock = () => {
+    let now = 0
+    return { now: () => now, at: (t: number) => (now = t) }
+  }
+
+  it("two reads of one pause, a round trip apart, leave the end waited for as it was", () => {
+    const time = clock()
+    const copy = PauseCopy.make(time.now)
+    // sent at 0, answered at 4: the pause ends between 1000 and 1004
+    time.at(4)
+    copy.observe(0, { left: 1000, status: 429 })
+    assert.deepStrictEqual(copy.current(), { left: 1000, status: 429 })
+    // read again, answered 3 ms later than the server ran it: the same pause, not a later one
+    time.at(503)
+    copy.observe(499, { left: 500, status: 429 })
+    assert.deepStrictEqual(copy.current(), { left: 501, status: 429 })
+    // a pause with less than 20 ms left is over
+    time.at(985)
+    assert.deepStrictEqual(copy.current(), { left: 0, status: undefined })
+  })
+
+  it("a read that does not meet the copy replaces it: lengthened, or gone", () => {
+    const time = clock()
+    const copy = PauseCopy.make(time.now)
+    time.at(2)
+    copy.observe(0, { left: 1000, status: 429 })
+    time.at(102)
+    copy.observe(100, { left: 2000, status: 503 })
+    assert.deepStrictEqual(copy.current(), { left: 2000, status: 503 })
+    // no key, where the pause must still be in force: it was not (a deleted key, a bogus announcement's read)
+    time.at(200)
+    copy.observe(198, { left: 0, status: undefined })
+    assert.deepStrictEqual(copy.current(), { left: 0, status: undefined })
+  })
+
+  it("the pause of the process's own pushback ends with its own wait, whatever its reads say", () => {
+    const time = clock()
+    const copy = PauseCopy.make(time.now)
+    // given at 10 for 300 ms: its own wait ends at 310; the pushback's answer came at 14
+    time.at(14)
+    copy.observe(10, { left: 300, status: 429 })
+    copy.own(310)
+    // a later read of the same pause (answered late, a loaded event loop) does not move it
+    time.at(60)
+    copy.observe(40, { left: 272, status: 429 })
+    time.at(310)
+    assert.deepStrictEqual(copy.current(), { left: 0, status: undefined })
+  })
+
+  it("decode caps the time left at maxPause and keeps only a three-digit status", () => {
+    assert.deepStrictEqual(PauseCopy.decode([999999999999, "99999"], 30000), { left: 30000, status: undefined })
+    assert.deepStrictEqual(PauseCopy.decode([-5, "429"], 30000), { left: 0, status: 429 })
+    assert.isUndefined(PauseCopy.decode(["1000", "429"], 30000))
   })
 })
