@@ -10,6 +10,11 @@
  * itself (no polling, no timer). On systems without an abstract namespace the socket is a file in the temporary
  * directory; a file left by a killed holder refuses connections, and is then removed and taken over.
  *
+ * A holder that does not answer within {@link greetingTimeout} (stopped with Ctrl-Z, or a name squatted by a process
+ * that is not a reprise, another user's included) holds the lock all the same: it is named from `/proc` when it can
+ * be, and waited for like any other. Every wait here (the greeting, the release, a holder letting go) is
+ * interruptible: Ctrl-C ends it.
+ *
  * Boundaries: the lock is per machine (per network namespace on Linux, like a lock file on a local disk), and it
  * binds processes that use it: an editor, or a reprise on another machine sharing the file over NFS, is not held
  * off.
@@ -35,7 +40,18 @@ import * as nodePath from "node:path"
 export interface Holder {
   readonly pid: number
   readonly command: string
+  /** Set when the holder did not answer: why, as far as `/proc` tells (`stopped`, or `not answering`). */
+  readonly silent?: "stopped" | "not answering" | undefined
 }
+
+/**
+ * How long a holder may take to say who it is. One that says nothing by then is named from `/proc` (Linux), or
+ * reported as unknown.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const greetingTimeout: Duration.Duration = Duration.seconds(1)
 
 /**
  * The session's identity: the file itself (its device and inode, so a symlink to it, a hard link or another
@@ -78,17 +94,15 @@ export const address = (path: string): string => {
     : nodePath.join(os.tmpdir(), `reprise-session-${digest}.sock`)
 }
 
-type Attempt =
-  | { readonly _tag: "Held"; readonly lock: Lock }
-  | { readonly _tag: "Taken"; readonly holder: Holder | undefined; readonly socket: net.Socket }
-  | { readonly _tag: "Stale" }
+const describe = (holder: Holder | undefined) =>
+  holder === undefined
+    ? "by another process, which does not say who it is (another user's, or not a reprise)"
+    : `by pid ${holder.pid} (${holder.command})${
+      holder.silent === undefined ? "" : `, which ${holder.silent === "stopped" ? "is stopped" : "does not answer"}`
+    }`
 
 const busy = (path: string, holder: Holder | undefined, hint: string) =>
-  new Transcript.TranscriptError({
-    reason: "Busy",
-    path,
-    detail: `${holder === undefined ? "by another process" : `by pid ${holder.pid} (${holder.command})`}${hint}`
-  })
+  new Transcript.TranscriptError({ reason: "Busy", path, detail: `${describe(holder)}${hint}` })
 
 const failed = (path: string, error: unknown) =>
   new Transcript.TranscriptError({
@@ -113,29 +127,83 @@ const parseHolder = (line: string): Holder | undefined => {
   return undefined
 }
 
-/** Connects to a taken lock and reads the holder's greeting (one JSON line); the socket stays open. */
-const connect = (at: string) =>
-  Effect.async<{ readonly holder: Holder | undefined; readonly socket: net.Socket } | "refused">((resume) => {
-    const socket = net.connect({ path: at })
-    let buffered = ""
-    let done = false
-    const finish = (result: { readonly holder: Holder | undefined; readonly socket: net.Socket } | "refused") => {
-      if (done) return
-      done = true
-      socket.removeAllListeners("data")
-      resume(Effect.succeed(result))
+/**
+ * The process listening on an abstract socket, from `/proc` (Linux): its pid, command line and state. `undefined`
+ * when it cannot be told (another user's process, whose descriptors this one may not read).
+ */
+const listener = (at: string): Holder | undefined => {
+  if (process.platform !== "linux" || !at.startsWith("\0")) return undefined
+  try {
+    const name = `@${at.slice(1)}`
+    // Num RefCount Protocol Flags Type St Inode Path; the listening socket has the __SO_ACCEPTCON flag, and Node
+    // binds an abstract name padded with NULs to the address's full length (shown as "@")
+    const row = fs.readFileSync("/proc/net/unix", "utf8").split("\n").map((line) => line.trim().split(/\s+/))
+      .find((fields) => fields[3] === "00010000" && fields[7]?.replace(/@+$/, "") === name)
+    if (row === undefined) return undefined
+    const socket = `socket:[${row[6]}]`
+    for (const pid of fs.readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid)) continue
+      let fds: Array<string>
+      try {
+        fds = fs.readdirSync(`/proc/${pid}/fd`)
+      } catch {
+        continue
+      }
+      for (const fd of fds) {
+        try {
+          if (fs.readlinkSync(`/proc/${pid}/fd/${fd}`) !== socket) continue
+        } catch {
+          continue
+        }
+        const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+        const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3)
+        const command = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter((arg) => arg !== "")
+          .join(" ").slice(0, 80).replace(/[^\x20-\x7e]/g, "?")
+        return { pid: Number(pid), command, silent: state === "T" || state === "t" ? "stopped" : "not answering" }
+      }
     }
-    socket.setEncoding("utf8")
-    socket.on("data", (chunk: string) => {
-      buffered += chunk
-      const newline = buffered.indexOf("\n")
-      if (newline !== -1 || buffered.length > 4096) finish({ holder: parseHolder(buffered.slice(0, newline)), socket })
-    })
+  } catch {
+    // no /proc to read: the holder stays unnamed
+  }
+  return undefined
+}
+
+/** Connects to a taken lock; the socket, connected, or "refused" when nothing accepts. */
+const connect = (at: string) =>
+  Effect.async<net.Socket | "refused">((resume) => {
+    const socket = net.connect({ path: at })
     // the holder let go between our bind and our connect (or the file is a stale socket): try again
-    socket.on("error", () => finish("refused"))
-    socket.on("close", () => finish("refused"))
+    const refused = () => resume(Effect.succeed("refused"))
+    socket.once("error", refused)
+    socket.once("close", refused)
+    socket.once("connect", () => {
+      socket.off("error", refused)
+      socket.off("close", refused)
+      // errors after this end in "close", which a wait for the release watches
+      socket.on("error", () => socket.destroy())
+      resume(Effect.succeed(socket))
+    })
     return Effect.sync(() => socket.destroy())
   })
+
+/** The holder's greeting (one JSON line), `undefined` for one that is not a holder's, or "closed" when it let go. */
+const greetingOf = (socket: net.Socket) =>
+  Effect.async<Holder | undefined | "closed">((resume) => {
+    let buffered = ""
+    const onData = (chunk: string) => {
+      buffered += chunk
+      const newline = buffered.indexOf("\n")
+      if (newline !== -1 || buffered.length > 4096) resume(Effect.succeed(parseHolder(buffered.slice(0, newline))))
+    }
+    const onClose = () => resume(Effect.succeed("closed" as const))
+    socket.setEncoding("utf8")
+    socket.on("data", onData)
+    socket.once("close", onClose)
+    return Effect.sync(() => {
+      socket.off("data", onData)
+      socket.off("close", onClose)
+    })
+  }).pipe(Effect.ensuring(Effect.sync(() => socket.pause())))
 
 interface Lock {
   readonly release: Effect.Effect<void>
@@ -168,13 +236,6 @@ const listen = (at: string, greeting: string) =>
     })
   })
 
-const attempt = (at: string, greeting: string): Effect.Effect<Attempt, unknown> =>
-  Effect.flatMap(listen(at, greeting), (listened) =>
-    listened !== "in use"
-      ? Effect.succeed<Attempt>({ _tag: "Held", lock: listened })
-      : Effect.map(connect(at), (connected): Attempt =>
-        connected === "refused" ? { _tag: "Stale" } : { _tag: "Taken", ...connected }))
-
 const removeStale = (at: string) =>
   Effect.sync(() => {
     // only a socket file can be stale; the abstract namespace has nothing to remove
@@ -186,7 +247,6 @@ const waitForClose = (socket: net.Socket) =>
     if (socket.destroyed) return resume(Effect.void)
     socket.once("close", () => resume(Effect.void))
     socket.resume()
-    return Effect.sync(() => socket.destroy())
   })
 
 /**
@@ -216,34 +276,47 @@ export const acquire = <R = never>(
 ): Effect.Effect<void, Transcript.TranscriptError, Scope.Scope | R> => {
   const at = address(path)
   const greeting = `${JSON.stringify({ pid: process.pid, command: options.command })}\n`
+  /**
+   * The lock found taken: who holds it, and with `wait`, its release. "refused" when the holder let go meanwhile (or
+   * the socket is stale). Every wait is interruptible; the connection closes with it, whatever ends it.
+   */
+  const taken = (announced: boolean): Effect.Effect<"released" | "refused", Transcript.TranscriptError, R> =>
+    Effect.scoped(Effect.gen(function*() {
+      const socket = yield* Effect.acquireRelease(
+        Effect.interruptible(connect(at)),
+        (socket) => Effect.sync(() => socket !== "refused" && socket.destroy())
+      )
+      if (socket === "refused") return "refused"
+      const greeted = yield* Effect.interruptible(
+        greetingOf(socket).pipe(Effect.timeoutTo({
+          duration: greetingTimeout,
+          onSuccess: (holder) => holder,
+          onTimeout: () => "silent" as const
+        }))
+      )
+      if (greeted === "closed") return "refused"
+      const holder = greeted === "silent" ? listener(at) : greeted
+      if (!options.wait) return yield* Effect.fail(busy(path, holder, "; pass --wait-session to wait for it"))
+      if (!announced && options.onWait !== undefined) yield* options.onWait(holder)
+      yield* Effect.interruptible(waitForClose(socket))
+      return "released"
+    }))
   const loop = (announced: boolean, stale: number): Effect.Effect<Lock, Transcript.TranscriptError, R> =>
-    Effect.flatMap(Effect.mapError(attempt(at, greeting), (error) => failed(path, error)), (result) => {
-      switch (result._tag) {
-        case "Held":
-          return Effect.succeed(result.lock)
-        case "Stale":
-          // In the abstract namespace nothing is stale: taken but refusing connections is a holder letting go (its
-          // socket still bound while it closes), so try again in a moment. A socket file is removed and taken over.
-          if (at.startsWith("\0")) {
-            if (stale >= 1000) return Effect.fail(failed(path, new Error(`the lock ${at} is not released`)))
-            return Effect.zipRight(Effect.sleep(Duration.millis(5)), loop(announced, stale + 1))
-          }
-          if (stale >= 3) return Effect.fail(failed(path, new Error(`the lock ${at} cannot be taken over`)))
-          return Effect.zipRight(removeStale(at), loop(announced, stale + 1))
-        case "Taken": {
-          if (!options.wait) {
-            result.socket.destroy()
-            return Effect.fail(busy(path, result.holder, "; pass --wait-session to wait for it"))
-          }
-          const notify = announced || options.onWait === undefined ? Effect.void : options.onWait(result.holder)
-          return Effect.zipRight(Effect.zipRight(notify, waitForClose(result.socket)), loop(true, 0))
+    // Binding the socket never waits (a bind, no peer): it is the acquisition, in the uninterruptible region of
+    // `acquireRelease`, so that a lock taken is always released. Everything else waits, interruptibly.
+    Effect.flatMap(Effect.mapError(listen(at, greeting), (error) => failed(path, error)), (listened) => {
+      if (listened !== "in use") return Effect.succeed(listened)
+      return Effect.flatMap(taken(announced), (result) => {
+        if (result === "released") return loop(true, 0)
+        // In the abstract namespace nothing is stale: taken but refusing connections is a holder letting go (its
+        // socket still bound while it closes), so try again in a moment. A socket file is removed and taken over.
+        if (at.startsWith("\0")) {
+          if (stale >= 1000) return Effect.fail(failed(path, new Error(`the lock ${at} is not released`)))
+          return Effect.zipRight(Effect.interruptible(Effect.sleep(Duration.millis(5))), loop(announced, stale + 1))
         }
-      }
+        if (stale >= 3) return Effect.fail(failed(path, new Error(`the lock ${at} cannot be taken over`)))
+        return Effect.zipRight(removeStale(at), loop(announced, stale + 1))
+      })
     })
-  return Effect.asVoid(
-    Effect.acquireRelease(
-      loop(false, 0),
-      (lock) => lock.release
-    )
-  )
+  return Effect.asVoid(Effect.acquireRelease(loop(false, 0), (lock) => lock.release))
 }

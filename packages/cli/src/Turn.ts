@@ -30,6 +30,8 @@ import * as Render from "./Render.js"
 import * as Sanitize from "./Sanitize.js"
 import type * as Settings from "./Settings.js"
 
+// Built in `Cli.main`'s uninterruptible region: the import is a local module, and RedisFleet's waits on Redis are
+// interruptible and bounded (`connectTimeout`), so building never blocks and Ctrl-C ends it.
 const fleetLayer = (fleet: Settings.Fleet | undefined) =>
   fleet === undefined ? Layer.empty : Layer.unwrapEffect(
     Effect.map(Effect.promise(() => import("@reprise/fleet/RedisFleet")), (RedisFleet) => RedisFleet.layer(fleet))

@@ -51,8 +51,16 @@ export const defaultName = (baseUrl: string, apiKey: Redacted.Redacted<string>):
 }
 
 /**
+ * The largest database number a Redis URL may name (Redis counts its databases with a C `int`).
+ *
+ * @since 0.1.0
+ * @category urls
+ */
+export const maxDatabase = 2147483647
+
+/**
  * Why a Redis URL is not usable, or `undefined` when it is: `redis://` or `rediss://` (TLS), a host, and at most a
- * database number as its path.
+ * database number (0 to {@link maxDatabase}) as its path. The words name no form to follow: a caller adds its own.
  *
  * @since 0.1.0
  * @category urls
@@ -66,7 +74,10 @@ export const urlProblem = (url: string): string | undefined => {
   }
   if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") return "must start with redis:// or rediss://"
   if (parsed.hostname === "") return "has no host"
-  if (!/^\/?\d*$/.test(parsed.pathname)) return "must name the database by its number (redis://HOST:PORT/DB)"
+  const db = /^\/?(\d*)$/.exec(parsed.pathname)
+  if (db === null) return "must name the database by its number"
+  // Redis numbers its databases with a C int: a larger number names none
+  if (db[1] !== "" && Number(db[1]) > maxDatabase) return `must name a database from 0 to ${maxDatabase}`
   return undefined
 }
 

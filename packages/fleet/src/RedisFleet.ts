@@ -16,11 +16,12 @@
  * subscription (not yet made, lost, refused by an ACL) each call asks Redis, as it always did (docs/fleet.md,
  * "Following the pause").
  *
- * **Faults.** Redis unreachable, slow or restarted never hangs a generation: every call has a short `timeout`
- * (default 200 ms) and the client does not queue commands while disconnected. On a failure the process goes on with
- * its local Budget alone (replays allowed, no pause), reports it once (`FleetUnavailable`), tries Redis again every
- * `retryInterval` (default 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call
- * succeeds again.
+ * **Faults.** Redis unreachable, slow, silent or restarted never hangs a generation: every call has a short
+ * `timeout` (default 200 ms), building waits at most `connectTimeout`, every such wait is interruptible (so bounded
+ * in an uninterruptible region too), the client does not queue commands while disconnected, and a connection that
+ * reads more than 1 MiB of one reply is dropped. On a failure the process goes on with its local Budget alone
+ * (replays allowed, no pause), reports it once (`FleetUnavailable`), tries Redis again every `retryInterval` (default
+ * 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call succeeds again.
  *
  * ```ts
  * const fleet = RedisFleet.layer({ url: "redis://127.0.0.1:6379/0", name: "batch-2026-10" })
@@ -46,8 +47,11 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
+import * as Crypto from "node:crypto"
 import * as FleetAddress from "./FleetAddress.js"
 import * as Pause from "./internal/pause.js"
+import * as PauseCopy from "./internal/pauseCopy.js"
+import * as ReadBound from "./internal/readBound.js"
 import * as Scripts from "./internal/scripts.js"
 import * as RetryBudget from "./RetryBudget.js"
 
@@ -109,21 +113,12 @@ class Unavailable {
 const errorText = (u: unknown): string =>
   Predicate.isObject(u) && "message" in u && typeof u.message === "string" ? u.message : String(u)
 
-/** The HTTP status stored with a pause (a script's reply or an announcement), when it is one. */
-const statusOf = (text: unknown): number | undefined => {
-  const status = Number(text)
-  return Number.isInteger(status) && status > 0 ? status : undefined
-}
-
-const pauseOf = (reply: unknown): Option.Option<FleetLimits.Pause> | undefined => {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number") return undefined
-  return FleetLimits.pause(Duration.millis(reply[0]), statusOf(reply[1]))
-}
+const count = (n: unknown): n is number => typeof n === "number" && Number.isFinite(n) && n >= 0
 
 const withdrawalOf = (reply: unknown): FleetLimits.Withdrawal | undefined => {
-  if (!Array.isArray(reply) || typeof reply[0] !== "number" || typeof reply[1] !== "number") return undefined
+  if (!Array.isArray(reply) || (reply[0] !== 0 && reply[0] !== 1) || !count(reply[1])) return undefined
   const allowance = Number(reply[2])
-  return Number.isFinite(allowance) ? { allowed: reply[0] === 1, replays: reply[1], allowance } : undefined
+  return count(allowance) ? { allowed: reply[0] === 1, replays: reply[1], allowance } : undefined
 }
 
 /**
@@ -157,6 +152,8 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
 
     // The client's own state, kept up to date by its events.
     const link = { ready: 0, lastError: undefined as string | undefined }
+    // Acquired uninterruptibly, as resources are, and never blocks: `lazyConnect` makes no connection here, and both
+    // `disconnect`s destroy their socket at once. The waits on the network come after, each interruptible and bounded.
     const client = yield* Effect.acquireRelease(
       Effect.sync(() =>
         new Redis(options.url, {
@@ -183,18 +180,26 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       link.ready++
       link.lastError = undefined
     })
+    const clientReads = ReadBound.guard(client, (detail) => {
+      link.lastError = detail
+    })
     const buildStarted = yield* Clock.currentTimeMillis
-    const connected = yield* Effect.async<boolean>((resume) => {
-      const ready = () => resume(Effect.succeed(true))
-      const failed = () => resume(Effect.succeed(false))
-      client.once("ready", ready)
-      client.once("error", failed)
-      client.connect().catch(() => undefined)
-      return Effect.sync(() => {
-        client.off("ready", ready)
-        client.off("error", failed)
-      })
-    }).pipe(Effect.timeoutTo({ duration: connectTimeout, onSuccess: (ok) => ok, onTimeout: () => false }))
+    // Interruptible, whatever the layer is built in: the CLI builds it in an uninterruptible region, where a timeout
+    // could not end a wait that is not (a server that accepts the connection and never answers would hold it, and
+    // Ctrl-C with it, for good).
+    const connected = yield* Effect.interruptible(
+      Effect.async<boolean>((resume) => {
+        const ready = () => resume(Effect.succeed(true))
+        const failed = () => resume(Effect.succeed(false))
+        client.once("ready", ready)
+        client.once("error", failed)
+        client.connect().catch(() => undefined)
+        return Effect.sync(() => {
+          client.off("ready", ready)
+          client.off("error", failed)
+        })
+      }).pipe(Effect.timeoutTo({ duration: connectTimeout, onSuccess: (ok) => ok, onTimeout: () => false }))
+    )
 
     const health = yield* Ref.make<Health>({
       up: connected,
@@ -218,47 +223,51 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     /** Sends the script at once (EVALSHA; EVAL when the server lost its script cache, as a restarted one has). */
     const run = (script: Scripts.Script, args: ReadonlyArray<string | number>): Promise<unknown> => {
       const names = script.keys.map((key) => key === "budget" ? budget : pause)
-      return client.evalsha(script.sha, names.length, ...names, ...args).catch((error: unknown) =>
+      const sent = client.evalsha(script.sha, names.length, ...names, ...args).catch((error: unknown) =>
         errorText(error).startsWith("NOSCRIPT")
           ? client.eval(script.source, names.length, ...names, ...args)
           : Promise.reject(error)
       )
+      sent.then(clientReads.completed, clientReads.completed)
+      return sent
     }
 
     // The pause as this process follows it: a subscriber connection listens on the fleet's channel, where every
     // pushback that sets a pause announces it. Once a pause was read from Redis after the subscription began
     // (`following`), the copy here misses nothing, and `deposit` and `paused` answer from it without a round trip
     // (docs/fleet.md, "Following the pause"). The subscription's loss (`epoch`) stops following until it is back.
+    // The copy is learnt from the pause key alone (an announcement asks for a read of it; see `PauseCopy`), and the
+    // pause this process's own pushback set ends for it with its own wait: it is not waited out a second time.
     const follow = {
       subscribed: false,
       following: false,
       epoch: 0,
-      /** The end of the latest pause heard of (`clock`, ms), and its status. */
-      until: 0,
-      status: undefined as number | undefined
+      /** The read of the key an announcement asked for, until it is answered. */
+      checking: undefined as Promise<void> | undefined
     }
+    const noPause = Option.none<FleetLimits.Pause>()
+    // this process's announcements carry it, and are not read again: the process knows its own pause
+    const announcer = Crypto.randomBytes(6).toString("hex")
     // monotonic: a step of the wall clock neither ends nor lengthens a pause
     const nowMillis = () => Number(clock.unsafeCurrentTimeNanos()) / 1e6
-    const learn = (left: number, status: number | undefined) => {
-      const until = nowMillis() + left
-      if (left > 0 && until > follow.until) {
-        follow.until = until
-        follow.status = status
-      }
+    const maxPauseMillis = Duration.toMillis(maxPause)
+    const copy = PauseCopy.make(nowMillis)
+    const localPause = (): Option.Option<FleetLimits.Pause> => {
+      const { left, status } = copy.current()
+      return left === 0 ? noPause : FleetLimits.pause(Duration.millis(left), status)
     }
-    const localPause = (): Option.Option<FleetLimits.Pause> =>
-      FleetLimits.pause(Duration.millis(follow.until - nowMillis()), follow.status)
     /**
-     * Decodes a pause read from Redis and learns it; read by a call sent while subscribed (`epoch` then, or -1), it
-     * makes the copy whole.
+     * Decodes a pause read from Redis (by a call sent at `sentAt`) and learns it; read by a call sent while subscribed
+     * (`epoch` then, or -1), it makes the copy whole. Answers the pause in force as the copy has it.
      */
-    const pauseRead = (epoch: number) => (reply: unknown): Option.Option<FleetLimits.Pause> | undefined => {
-      const read = pauseOf(reply)
-      if (read === undefined) return undefined
-      if (Option.isSome(read)) learn(Duration.toMillis(read.value.remaining), read.value.status)
-      if (epoch === follow.epoch && follow.subscribed) follow.following = true
-      return read
-    }
+    const pauseRead =
+      (epoch: number, sentAt: number) => (reply: unknown): Option.Option<FleetLimits.Pause> | undefined => {
+        const read = PauseCopy.decode(reply, maxPauseMillis)
+        if (read === undefined) return undefined
+        copy.observe(sentAt, read)
+        if (epoch === follow.epoch && follow.subscribed) follow.following = true
+        return localPause()
+      }
     const epochNow = () => follow.subscribed ? follow.epoch : -1
 
     /** Why a script's call failed, in words that name the server and never its credentials. */
@@ -293,19 +302,21 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
           yield* reportOutage
           return fallback
         }
-        const result = yield* Effect.tryPromise({ try: () => run(script, args), catch: unavailable }).pipe(
-          Effect.flatMap((reply) => {
-            const value = decode(reply)
-            return value === undefined
-              ? Effect.fail(new Unavailable(`${where}: unexpected reply to the ${script.name} script`))
-              : Effect.succeed(value)
-          }),
-          Effect.timeoutFail({
-            duration: timeout,
-            onTimeout: () => new Unavailable(`${where} did not answer within ${Duration.format(timeout)}`)
-          }),
-          Effect.either
-        )
+        // interruptible, so that the timeout bounds it in an uninterruptible region too (see the connection's wait)
+        const result = yield* Effect.interruptible(
+          Effect.tryPromise({ try: () => run(script, args), catch: unavailable }).pipe(
+            Effect.flatMap((reply) => {
+              const value = decode(reply)
+              return value === undefined
+                ? Effect.fail(new Unavailable(`${where}: unexpected reply to the ${script.name} script`))
+                : Effect.succeed(value)
+            }),
+            Effect.timeoutFail({
+              duration: timeout,
+              onTimeout: () => new Unavailable(`${where} did not answer within ${Duration.format(timeout)}`)
+            })
+          )
+        ).pipe(Effect.either)
         if (Either.isRight(result)) {
           const restored = yield* Ref.modify(health, (h): [boolean, Health] => [
             !h.up && h.reported,
@@ -323,15 +334,36 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     /** A background call failed: the store is unavailable from now on. */
     const lost = (detail: string) =>
       Effect.runSync(Ref.update(health, (h) => down(h, detail, clock.unsafeCurrentTimeMillis())))
-    // When each background deposit still unanswered was sent (`nowMillis`), oldest first: one connection answers in
+    // When each background call still unanswered was sent (`nowMillis`), oldest first: one connection answers in
     // order. One unanswered for longer than `timeout` is what a call's timeout is: the store is then unavailable, and
     // calls ask it again (within the retry interval, not at all), so a stalled connection is found and reported as
     // it was when every deposit waited for its answer.
     const unanswered: Array<number> = []
     const stalled = () => unanswered.length > 0 && nowMillis() - unanswered[0] > Duration.toMillis(timeout)
-    const noPause = Option.none<FleetLimits.Pause>()
+    /** Sends a script answered in the background, with no fiber of its own: its pause is learnt. */
+    const background = (script: Scripts.Script, args: ReadonlyArray<string | number>): Promise<void> => {
+      const read = pauseRead(epochNow(), nowMillis())
+      unanswered.push(nowMillis())
+      return run(script, args).then(
+        (reply) => {
+          unanswered.shift()
+          if (read(reply) === undefined) lost(`${where}: unexpected reply to the ${script.name} script`)
+        },
+        (error) => {
+          unanswered.shift()
+          lost(unavailable(error).detail)
+        }
+      )
+    }
     const local: FleetLimits.Withdrawal = { allowed: true, replays: 0, allowance: Infinity }
     const depositArgs = [window, ttl]
+    // An announcement's read, when one is on its way: the copy answers once it is in (within `timeout`; past it, the
+    // stalled connection is found by the next call).
+    const checked = Effect.suspend(() =>
+      follow.checking === undefined ? Effect.void : Effect.interruptible(
+        Effect.promise(() => follow.checking ?? Promise.resolve()).pipe(Effect.timeout(timeout), Effect.ignore)
+      )
+    )
     /** From the followed pause while Redis answers and the copy is whole; otherwise with a round trip. */
     const followed = <A>(copy: () => Effect.Effect<A>, roundTrip: () => Effect.Effect<A>): Effect.Effect<A> =>
       Effect.flatMap(Ref.get(health), (h) => {
@@ -340,15 +372,17 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
           lost(`${where} did not answer within ${Duration.format(timeout)}`)
           return roundTrip()
         }
-        return follow.following ? copy() : roundTrip()
+        return follow.following ? Effect.zipRight(checked, Effect.suspend(copy)) : roundTrip()
       })
 
     // The subscriber: subscribed again on each connection (it loses its subscription with it), then synced by a read
     // of the pause. Its errors are the command connection's to report: it fails when that one does.
+    // a copy of the client's options, `lazyConnect` included: no connection is made until `connect` below
     const subscriber = yield* Effect.acquireRelease(
       Effect.sync(() => client.duplicate({ connectionName: "reprise-fleet-pauses", autoResubscribe: false })),
       (subscriber) => Effect.sync(() => subscriber.disconnect())
     )
+    const subscriberReads = ReadBound.guard(subscriber, () => undefined)
     const synced = yield* Deferred.make<void>()
     subscriber.on("error", () => undefined)
     subscriber.on("close", () => {
@@ -359,25 +393,32 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     subscriber.on("ready", () => {
       const epoch = follow.epoch
       subscriber.subscribe(channel).then(() => {
+        subscriberReads.completed()
         if (epoch !== follow.epoch) return
         follow.subscribed = true
-        return run(Scripts.paused, []).then(pauseRead(epoch))
+        const sentAt = nowMillis()
+        return run(Scripts.paused, []).then(pauseRead(epoch, sentAt))
       }, (error: unknown) => {
         // an ACL that denies the channel: the process asks before each send, with no idle connection kept open
         if (errorText(error).startsWith("NOPERM")) subscriber.disconnect()
       }).catch(() => undefined).finally(() => Deferred.unsafeDone(synced, Exit.void))
     })
     subscriber.on("message", (_channel: string, message: string) => {
-      // `<ms left>:<status>`, as the pushback script publishes it
-      const [left, status] = message.split(":")
-      const millis = Number(left)
-      if (Number.isFinite(millis)) learn(millis, statusOf(status))
+      subscriberReads.completed()
+      // `<ms left>:<status>:<announcer>`, as the pushback script publishes it: the key changed, and is read again
+      // (not this process's own announcement: its pushback's answer told it)
+      if (message.split(":")[2] === announcer || !follow.subscribed) return
+      const checking: Promise<void> = background(Scripts.paused, []).finally(() => {
+        if (follow.checking === checking) follow.checking = undefined
+      })
+      follow.checking = checking
     })
     subscriber.connect().catch(() => undefined)
     // A subscription lost without a word (a half-open connection) would leave the copy behind: the subscriber is
     // pinged every `retryInterval`, and one that does not answer within `timeout` is dropped and connected again; the
     // copy is not trusted until it follows again.
     const checkSubscriber = Effect.tryPromise(() => subscriber.ping()).pipe(
+      Effect.tap(() => subscriberReads.completed()),
       Effect.timeout(timeout),
       Effect.catchAll(() =>
         Effect.sync(() => {
@@ -399,43 +440,44 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     // the wait shares `connectTimeout` with the connection, so building takes no longer than it did.
     if (connected) {
       const left = Duration.toMillis(connectTimeout) - ((yield* Clock.currentTimeMillis) - buildStarted)
-      if (left > 0) yield* Effect.interruptible(Deferred.await(synced)).pipe(Effect.timeout(left), Effect.ignore)
+      if (left > 0) yield* Effect.interruptible(Deferred.await(synced).pipe(Effect.timeout(left), Effect.ignore))
     }
 
     return {
       // A first attempt's credit is sent at once and answered in the background: the send waits for nothing but a
       // pause the copy knows of. One connection keeps the order, so this process's replays are debited after it.
-      deposit: followed(() =>
-        Effect.sync(() => {
-          const epoch = epochNow()
-          // Sent at once, answered in the background with no fiber of its own: its pause is learnt, and a failure
-          // marks the store unavailable, which the next call reports to its scope (as one within the retry interval
-          // does).
-          unanswered.push(nowMillis())
-          run(Scripts.deposit, depositArgs).then(
-            (reply) => {
-              unanswered.shift()
-              if (pauseRead(epoch)(reply) === undefined) lost(`${where}: unexpected reply to the deposit script`)
-            },
-            (error) => {
-              unanswered.shift()
-              lost(unavailable(error).detail)
-            }
-          )
-          return localPause()
-        }), () => Effect.suspend(() => call(Scripts.deposit, depositArgs, pauseRead(epochNow()), noPause))),
+      // A failure marks the store unavailable, which the next call reports to its scope (as one within the retry
+      // interval does).
+      deposit: followed(
+        () =>
+          Effect.sync(() => {
+            background(Scripts.deposit, depositArgs)
+            return localPause()
+          }),
+        () => Effect.suspend(() => call(Scripts.deposit, depositArgs, pauseRead(epochNow(), nowMillis()), noPause))
+      ),
       withdraw: call(Scripts.withdraw, [window, ttl, settings.ratio, settings.floor], withdrawalOf, local),
       paused: followed(
         () => Effect.sync(localPause),
-        () => Effect.suspend(() => call(Scripts.paused, [], pauseRead(epochNow()), noPause))
+        () => Effect.suspend(() => call(Scripts.paused, [], pauseRead(epochNow(), nowMillis()), noPause))
       ),
       pushback: ({ delay, status }) => {
         const millis = Pause.pauseMillis(delay, maxPause)
         return millis === 0 ?
           Effect.void :
-          Effect.suspend(() =>
-            Effect.asVoid(call(Scripts.pushback, [millis, status ?? "", channel], pauseRead(epochNow()), noPause))
-          )
+          Effect.suspend(() => {
+            // `delay` is counted from now, as the failing reply's own wait: the pause ends for this process with it
+            const sentAt = nowMillis()
+            const read = pauseRead(epochNow(), sentAt)
+            return Effect.asVoid(call(Scripts.pushback, [millis, status ?? "", channel, announcer], (reply) => {
+              const answer = read(reply)
+              // the script set this pause (no longer one was in force): this process knows when it ends for it
+              if (answer !== undefined && Array.isArray(reply) && reply[2] === 1) {
+                copy.own(sentAt + Math.min(Duration.toMillis(delay), maxPauseMillis))
+              }
+              return answer
+            }, noPause))
+          })
       }
     } satisfies FleetLimits.Service
   })

@@ -118,8 +118,9 @@ export const paused = script("paused", ["pause"], `${pauseFunction}\nreturn paus
 
 /**
  * Server pushback: pauses the fleet for ARGV[1] ms with status ARGV[2], unless the pause in force lasts longer
- * (never shortened), and announces a pause it set on the channel ARGV[3] as `<ms left>:<status>`. Returns the pause
- * in force after it, `{ms left, status}` (the stored status: a shorter pushback's is not it).
+ * (never shortened), and announces a pause it set on the channel ARGV[3] as `<ms left>:<status>:<announcer>`
+ * (ARGV[4], so that the announcing process knows its own). Returns the pause in force after it and whether this
+ * call set it, `{ms left, status, 1 | 0}` (the stored status: a shorter pushback's is not it).
  *
  * @internal
  */
@@ -129,12 +130,15 @@ export const pushback = script(
   `${pauseFunction}
 local delay = tonumber(ARGV[1])
 local left = redis.call('PTTL', KEYS[1])
+local set = 0
 if delay > left then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', delay)
   -- pcall: a user whose ACL denies the channel still pauses the fleet (its processes ask before each send)
-  redis.pcall('PUBLISH', ARGV[3], delay .. ':' .. ARGV[2])
+  redis.pcall('PUBLISH', ARGV[3], delay .. ':' .. ARGV[2] .. ':' .. ARGV[4])
+  set = 1
 end
-return pause(KEYS[1])
+local now = pause(KEYS[1])
+return {now[1], now[2], set}
 `
 )
 
