@@ -82,6 +82,8 @@ export class ProviderRejection extends Schema.TaggedError<ProviderRejection>("@r
     location: Schema.optional(Schema.String),
     headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
     partialOutputChars: Schema.optional(Schema.Number),
+    /** When the provider observed the failure (`Clock.currentTimeNanos`); see `TransportError`'s. */
+    observedAt: Schema.optional(Schema.BigIntFromSelf),
     cause: Schema.optional(Schema.Defect)
   }
 ) {

@@ -112,6 +112,11 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
     partialOutputChars: Schema.optional(Schema.Number),
     /** Set when this failure would have been replayed but replay was off. */
     replayBlocked: Schema.optional(ReplayBlocked),
+    /**
+     * When the provider observed the failure (`Clock.currentTimeNanos`): the failed response's headers, or the read
+     * that held the error, the body's end or its failure. The wait before the next attempt is counted from here.
+     */
+    observedAt: Schema.optional(Schema.BigIntFromSelf),
     cause: Schema.optional(Schema.Defect)
   }
 ) {
