@@ -37,13 +37,18 @@ export const isProviderFailure = (u: unknown): u is ProviderFailure =>
   TransportError.isTransportError(u) || ProviderRejection.isProviderRejection(u)
 
 /**
- * A copy of `failure`, of its own class, with `fields` of its Schema set. Not validated again: the copy is of a valid
- * member with fields of that member's own types. The fields are read one by one, not by spreading the error: a failure
- * raised in a span reaches recovery as Effect's proxy of it, and spreading a proxy formats its `stack`.
+ * A copy of `failure`, of its own class, with `fields` of its Schema set, and its `observedAt`. Not validated again:
+ * the copy is of a valid member with fields of that member's own types. The fields are read one by one, not by
+ * spreading the error: a failure raised in a span reaches recovery as Effect's proxy of it, and spreading a proxy
+ * formats its `stack`.
  *
  * @internal
  */
-export const copyWith = <F extends ProviderFailure>(failure: F, fields: Partial<F>): F => {
+export const copyWith = <F extends ProviderFailure>(
+  failure: F,
+  fields: Partial<F>,
+  observedAt: bigint | undefined = failure.observedAt
+): F => {
   const Class = TransportError.isTransportError(failure)
     ? TransportError.TransportError
     : ProviderRejection.ProviderRejection
@@ -51,13 +56,15 @@ export const copyWith = <F extends ProviderFailure>(failure: F, fields: Partial<
   for (const name in Class.fields) {
     if (name !== "_tag" && name in failure) out[name] = (failure as unknown as Record<string, unknown>)[name]
   }
-  return new Class({ ...out, ...fields } as never, { disableValidation: true }) as unknown as F
+  const copy = new Class({ ...out, ...fields } as never, { disableValidation: true }) as unknown as F
+  if (observedAt !== undefined) Object.defineProperty(copy, "observedAt", { value: observedAt, enumerable: false })
+  return copy
 }
 
 /**
  * `failure` observed at `at`, the `Clock`'s time in nanoseconds when what carried it reached the provider (the
- * failed response's headers, or the read of the body that held the error, its end or its failure): its
- * `observedAt` field. A failure that has one keeps it.
+ * failed response's headers, or the read of the body that held the error, its end or its failure): a copy with that
+ * `observedAt`. A failure that has one keeps it.
  *
  * Recovery counts the wait before the next attempt from this moment when it falls within the attempt, so what the
  * provider does with a failure before it is reported (the error body read, the rest of the read decoded) is inside
@@ -67,7 +74,7 @@ export const copyWith = <F extends ProviderFailure>(failure: F, fields: Partial<
  * @category observation
  */
 export const withObservedAt = <F extends ProviderFailure>(failure: F, at: bigint): F =>
-  failure.observedAt !== undefined ? failure : copyWith(failure, { observedAt: at } as Partial<F>)
+  failure.observedAt !== undefined ? failure : copyWith(failure, {}, at)
 
 /**
  * The headers an error never shows: credentials, cookies and account identifiers. The one list: the providers

@@ -82,8 +82,6 @@ export class ProviderRejection extends Schema.TaggedError<ProviderRejection>("@r
     location: Schema.optional(Schema.String),
     headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
     partialOutputChars: Schema.optional(Schema.Number),
-    /** When the provider observed the failure (`Clock.currentTimeNanos`); see `TransportError`'s. */
-    observedAt: Schema.optional(Schema.BigIntFromSelf),
     cause: Schema.optional(Schema.Defect)
   }
 ) {
@@ -91,6 +89,13 @@ export class ProviderRejection extends Schema.TaggedError<ProviderRejection>("@r
    * @since 0.1.0
    */
   readonly [TypeId]: TypeId = TypeId
+
+  /**
+   * When the provider observed the failure (`Clock.currentTimeNanos`); see `TransportError`'s.
+   *
+   * @since 0.1.0
+   */
+  declare readonly observedAt?: bigint
 
   /**
    * The `RecoveryError` family's mark.

@@ -112,11 +112,6 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
     partialOutputChars: Schema.optional(Schema.Number),
     /** Set when this failure would have been replayed but replay was off. */
     replayBlocked: Schema.optional(ReplayBlocked),
-    /**
-     * When the provider observed the failure (`Clock.currentTimeNanos`): the failed response's headers, or the read
-     * that held the error, the body's end or its failure. The wait before the next attempt is counted from here.
-     */
-    observedAt: Schema.optional(Schema.BigIntFromSelf),
     cause: Schema.optional(Schema.Defect)
   }
 ) {
@@ -124,6 +119,15 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
    * @since 0.1.0
    */
   readonly [TypeId]: TypeId = TypeId
+
+  /**
+   * When the provider observed the failure (`Clock.currentTimeNanos`): the failed response's headers, or the read that
+   * held the error, the body's end or its failure; set by `ProviderFailure.withObservedAt`. The wait before the next
+   * attempt is counted from here. Not part of the error's data: not enumerable, so neither serialized nor compared.
+   *
+   * @since 0.1.0
+   */
+  declare readonly observedAt?: bigint
 
   /**
    * The `RecoveryError` family's mark.
