@@ -2,7 +2,7 @@
  * Figure 3: many concurrent streams with faults. The simulator (its own process) serves a Chat Completions reply
  * whose script faults 1 request in 9 among the first N, so ~10 % of all attempts fail (reset mid-body, premature
  * EOF, 503, in-band `server_error`); every stream must still commit the right text. reprise (`Recovery.generate`,
- * undici client, 10 ms backoff, its defaults otherwise: the burst paced, docs/pacing.md) and a plain undici loop
+ * undici client, 10 ms backoff, its defaults otherwise, unpaced) and a plain undici loop
  * with the same retry rule each run in a fresh child process
  * (`bench/concurrency.ts child <mode> <url> <n>`) so their peak RSS is their own. A third client is the floor: the
  * plain loop on the parts DESIGN §3 mandates (`support/effectClient.ts`: @effect/platform's `HttpClient` over undici,

@@ -22,7 +22,6 @@ import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Budget from "@reprise/core/Budget"
 import type * as Generation from "@reprise/core/Generation"
 import * as Message from "@reprise/core/Message"
-import * as Provider from "@reprise/core/Provider"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as OpenAiChat from "@reprise/providers/OpenAiChat"
@@ -72,17 +71,14 @@ const counter = () => {
 }
 
 /**
- * reprise's provider over the in-memory client, read as `Recovery` reads a provider's stream: by the pull the
- * provider built it from (`Provider.pullOf`, fix 17 of docs/performance.md), a chunk at a time, in a scope. Every
- * `Recovery.generate` reads its provider this way.
+ * reprise's provider over the in-memory client, read as `Recovery` reads a provider: its `open`'s pull, a chunk at a
+ * time, in a scope. Every `Recovery.generate` reads its provider this way.
  */
 export const reprise: Decoder = (corpus) =>
   Effect.runPromise(
     Effect.gen(function*() {
       const provider = yield* bench(corpus)
-      const stream = provider.stream(request)
-      const open = Provider.pullOf(stream)
-      if (open === undefined) return yield* Effect.dieMessage("the provider's stream has no pull (Provider.fromPull)")
+      const open = provider.open(request)
       const { count, state } = counter()
       yield* Effect.scoped(Effect.gen(function*() {
         const pull = yield* open
@@ -99,8 +95,7 @@ export const reprise: Decoder = (corpus) =>
 
 /**
  * The same provider read as a user reading its stream directly would: `Stream.runForEachChunk`, a chunk at a time.
- * Until fix 20 (docs/performance.md) this was figure 1's reprise decoder; it measures Effect's stream consumer as
- * well as the decoder (a sink piped to the stream keeps each chunk alive into the next collections: see fix 20).
+ * It measures Effect's stream consumer as well as the decoder.
  */
 export const repriseStream: Decoder = (corpus) =>
   Effect.runPromise(

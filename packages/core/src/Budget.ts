@@ -13,10 +13,8 @@
  * {@link maxAttemptsConfig} (`REPRISE_MAX_ATTEMPTS`, {@link maxAttemptsVariable}) and {@link deadlineConfig}
  * (`REPRISE_DEADLINE`, {@link deadlineVariable}). {@link config} (and so {@link layerConfig}) is the two of them, and
  * the `reprise` CLI reads its `--max-attempts` and `--deadline` through the same two, with the flags as a
- * `ConfigProvider` in front of the environment: a bad value gets the same message whichever way it came in. The
- * CLI used to declare the variables, the defaults and the ranges a second time; its stricter deadline rule (whole
- * milliseconds, at least 1 ms) moved here, so a deadline below half a millisecond is now refused by
- * {@link layerConfig} too instead of becoming a sub-millisecond deadline.
+ * `ConfigProvider` in front of the environment: a bad value gets the same message whichever way it came in. A
+ * deadline is kept in whole milliseconds, so one below half a millisecond is refused.
  *
  * Settings given as values in code ({@link layer}, {@link validateSettings}) are checked against the same ranges;
  * a bad one is a bug in the caller, not a configuration problem, and throws a `RangeError` (see
@@ -30,7 +28,6 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
@@ -103,10 +100,6 @@ export const isBudgetExhausted = (u: unknown): u is BudgetExhausted => Predicate
 /**
  * The live allowance of one scope.
  *
- * The allowances reprise makes are objects whose effects are getters on their prototype, built when they are read
- * (docs/performance.md, fix 36): spreading one (`{ ...allowance }`) copies none of them. Code that wraps an allowance
- * delegates to it member by member, as `Recovery` does for an attempt.
- *
  * @since 0.1.0
  * @category models
  */
@@ -151,16 +144,10 @@ export const make = (settings: Settings): Effect.Effect<Allowance> =>
 // An allowance opened at `startedAt` (`Clock.currentTimeNanos`).
 const makeAt = (settings: Settings, startedAt: bigint): Allowance => new Live(settings, startedAt)
 
-/**
- * An allowance's state, its effects built when they are asked for: a reply holds its allowance for as long as it is in
- * flight, and one built as five effects and their closures held them all that time (docs/performance.md, fix 36).
- */
+/** An allowance's state; its effects are built when they are asked for. */
 class Live implements Allowance {
   readonly deadlineAt: bigint
-  /**
-   * Sends reserved so far. A plain count, not a `Ref`: a reservation reads and updates it in one synchronous step (the
-   * clock read with it), which is what `Ref.modify` made atomic, in one operation instead of five (fix 32).
-   */
+  /** Sends reserved so far: a reservation reads and updates it in one synchronous step, with the clock's time. */
   sent = 0
 
   constructor(readonly settings: Settings, readonly startedAt: bigint) {
@@ -221,22 +208,13 @@ export const scoped = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, 
  * @since 0.1.0
  * @category scopes
  */
-export const enclosingOrNew: Effect.Effect<Allowance> = Effect.withFiberRuntime((fiber) =>
-  Effect.succeed(enclosingOrNewIn(fiber))
+export const enclosingOrNew: Effect.Effect<Allowance> = Effect.flatMap(
+  Effect.serviceOption(Budget),
+  (enclosing) =>
+    Option.isSome(enclosing)
+      ? Effect.succeed(enclosing.value)
+      : Effect.flatMap(BudgetSettings, (settings) => make(settings))
 )
-
-/**
- * {@link enclosingOrNew} read from `fiber` at once, for an operation that already holds it (`Recovery`'s reply; fix 32
- * of docs/performance.md).
- *
- * @internal
- */
-export const enclosingOrNewIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Allowance => {
-  const enclosing = Context.getOption(fiber.currentContext, Budget)
-  if (Option.isSome(enclosing)) return enclosing.value
-  const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-  return makeAt(Context.get(fiber.currentContext, BudgetSettings), clock.unsafeCurrentTimeNanos())
-}
 
 /**
  * Fails as a send refused at the deadline would, with `allowance`'s counts now: for a wait inside an attempt that
@@ -258,12 +236,40 @@ export const deadlineReached = (allowance: Allowance): Effect.Effect<never, Budg
   })
 
 /**
- * Debits one physical send from the current scope. Providers call it immediately before every send.
+ * The sends of the current attempt: what {@link reserve} runs inside a recovery attempt. `Recovery` provides one per
+ * attempt (the first send starts the attempt; a further one, a capability fallback's, passes the fleet's checks
+ * first), each debiting the reply's allowance.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Sends {
+  readonly reserve: Effect.Effect<number, BudgetExhausted>
+}
+
+/**
+ * The {@link Sends} of the current recovery attempt; outside one (`undefined`), {@link reserve} debits the allowance in
+ * context.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class CurrentSends extends Context.Reference<CurrentSends>()("@reprise/core/Budget/CurrentSends", {
+  defaultValue: (): Sends | undefined => undefined
+}) {}
+
+/**
+ * Reserves one physical send: through the current attempt's {@link Sends} inside a recovery attempt, otherwise by
+ * debiting the current scope's allowance. Returns the send's number in the scope. Providers run it immediately before
+ * every send; a send that cannot be reserved is not made.
  *
  * @since 0.1.0
  * @category accessors
  */
-export const reserve: Effect.Effect<number, BudgetExhausted, Budget> = Effect.flatMap(Budget, (b) => b.reserve)
+export const reserve: Effect.Effect<number, BudgetExhausted, Budget> = Effect.flatMap(
+  CurrentSends,
+  (sends) => sends === undefined ? Effect.flatMap(Budget, (allowance) => allowance.reserve) : sends.reserve
+)
 
 /**
  * A range, in the shape `Config.validate` takes: the same object checks a value read from the environment (as a

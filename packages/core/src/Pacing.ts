@@ -1,32 +1,17 @@
 /**
- * `Pacing` spreads a burst of attempts over turns of the event loop: at most `attemptsPerTurn` attempts (default
- * **8**) start in one turn, and an attempt beyond them waits, in the order it came, for a later turn. Recovery applies
- * it to every attempt (a reply's first send and each replay or continuation), right before the attempt's span is made
- * and its send reserved.
+ * `Pacing` is an opt-in limit on how many attempts start in one turn of the event loop. A burst of replies started at
+ * once builds every request before the first one is written, since nothing on a fiber's way to its send yields to
+ * the event loop; paced, the first requests are on the wire while the rest are built. Off by default
+ * ({@link unpaced}); turn it on with {@link layer}.
  *
- * Why: what a fiber does before its request reaches the socket (the attempt's span, the `Budget`'s debit, the request's
- * body and headers, undici's dispatch) runs without giving the event loop a turn, and so do the other fibers started
- * in the same turn. A burst of replies started at once (`Effect.forEach(…, { concurrency: "unbounded" })`) used to
- * build every request before the first was written: with 1,000 replies, about 300 ms in which no request was on the
- * wire and no response was read. Paced, the first requests are written within the first turns, and what has arrived
- * is read between the later ones (docs/pacing.md has the measurements).
- *
- * What it costs: while no more than `attemptsPerTurn` attempts start in a turn, nothing waits; the count is reset by
- * one `setImmediate` per turn in which an attempt started. An attempt that waits waits for the turns before it, in
- * which the event loop first handles the I/O that is ready.
- *
- * Pacing follows the event loop, and so it applies only where the event loop moves the fiber on: under the live
- * `Clock`, in a fiber not run synchronously, where `setImmediate` exists. A test that drives time (`TestClock`, or any
- * other `Clock`) expects an attempt to start when its fiber runs, so its attempts are not paced, and a fiber run by
- * `Effect.runSync` has no turn to wait for (unless the run provides a runtime, whose scheduler it then takes:
- * docs/pacing.md). Waiting for a turn reads no clock.
- *
- * The count is the event loop's (a process's, or a worker thread's), shared by every runtime and by every copy of this
- * module; the limit is each fiber's own ({@link PacingSettings}), and an unpaced fiber's attempts are not counted.
+ * The attempts over the limit wait in arrival order, interruptibly, for the following turns; a turn ends with a
+ * `setImmediate`, which runs after the I/O that is ready. Each layer built is one gate: the replies that share it share
+ * its count (docs/pacing.md).
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 
 /**
@@ -40,39 +25,98 @@ export interface Settings {
 
 /**
  * @since 0.1.0
- * @category constants
+ * @category models
  */
-export const defaultSettings: Settings = { attemptsPerTurn: 8 }
+export interface Service {
+  /** Waits, interruptibly, until the current attempt may start. */
+  readonly admit: Effect.Effect<void>
+}
+
+const unpacedService: Service = { admit: Effect.void }
 
 /**
- * The pacing recovery scopes start their attempts with.
+ * The gate `Recovery` asks before each attempt. Unpaced unless {@link layer} provides one.
  *
  * @since 0.1.0
- * @category settings
+ * @category tags
  */
-export class PacingSettings extends Context.Reference<PacingSettings>()("@reprise/core/PacingSettings", {
-  defaultValue: (): Settings => defaultSettings
+export class Pacing extends Context.Reference<Pacing>()("@reprise/core/Pacing", {
+  defaultValue: (): Service => unpacedService
 }) {}
 
 /**
- * Replaces the pacing. Throws a `RangeError` for an `attemptsPerTurn` that is not a whole number of at least 1 nor
- * `Infinity`: a limit of 0 would start nothing.
+ * A gate of its own: at most `attemptsPerTurn` attempts start in one turn of the event loop. Throws a `RangeError` for
+ * a limit that is not a whole number of at least 1 nor `Infinity`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (settings: Settings): Service => {
+  const limit = validate(settings).attemptsPerTurn
+  if (limit === Infinity) return unpacedService
+  let admitted = 0
+  let turnScheduled = false
+  const waiting: Array<{ readonly resume: () => void; cancelled: boolean }> = []
+
+  const endTurn = () => {
+    turnScheduled = false
+    admitted = 0
+    while (admitted < limit && waiting.length > 0) {
+      const waiter = waiting.shift()!
+      if (waiter.cancelled) continue
+      admitted++
+      waiter.resume()
+    }
+    if (admitted > 0) scheduleTurnEnd()
+  }
+  const scheduleTurnEnd = () => {
+    if (turnScheduled) return
+    turnScheduled = true
+    setImmediate(endTurn)
+  }
+  const startsNow = (): boolean => {
+    if (waiting.length > 0 || admitted >= limit) return false
+    admitted++
+    scheduleTurnEnd()
+    return true
+  }
+  return {
+    admit: Effect.suspend(() =>
+      startsNow() ? Effect.void : Effect.async<void>((resume) => {
+        const waiter = { resume: () => resume(Effect.void), cancelled: false }
+        waiting.push(waiter)
+        scheduleTurnEnd()
+        return Effect.sync(() => {
+          waiter.cancelled = true
+        })
+      })
+    )
+  }
+}
+
+const validate = (settings: Settings): Settings => {
+  const { attemptsPerTurn } = settings
+  if (!(attemptsPerTurn === Infinity || (Number.isInteger(attemptsPerTurn) && attemptsPerTurn >= 1))) {
+    throw new RangeError(`attemptsPerTurn must be a whole number of at least 1, or Infinity; got ${attemptsPerTurn}`)
+  }
+  return settings
+}
+
+/**
+ * Paces the attempts of the replies it is provided to, with a gate of its own (see {@link make}).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layer = (settings: Settings): Layer.Layer<never> => {
-  const { attemptsPerTurn } = settings
-  if (!(attemptsPerTurn === Infinity || (Number.isInteger(attemptsPerTurn) && attemptsPerTurn >= 1))) {
-    throw new RangeError(`attemptsPerTurn must be a whole number of at least 1, or Infinity; got ${attemptsPerTurn}`)
-  }
-  return Layer.succeed(PacingSettings, { attemptsPerTurn })
+  validate(settings)
+  return Layer.sync(Pacing, () => make(settings))
 }
 
 /**
- * Every attempt starts at once, however many start in the same turn: recovery as it was before pacing.
+ * No pacing: every attempt starts when its fiber gets to it. The default.
  *
  * @since 0.1.0
  * @category layers
  */
-export const unpaced: Layer.Layer<never> = layer({ attemptsPerTurn: Infinity })
+export const unpaced: Layer.Layer<never> = Layer.succeed(Pacing, unpacedService)

@@ -6,9 +6,7 @@
  * @since 0.1.0
  */
 import * as Headers from "@effect/platform/Headers"
-import * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
-import { globalValue } from "effect/GlobalValue"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Classification from "./Classification.js"
@@ -38,40 +36,45 @@ export const ProviderFailure: Schema.Union<
 export const isProviderFailure = (u: unknown): u is ProviderFailure =>
   TransportError.isTransportError(u) || ProviderRejection.isProviderRejection(u)
 
-/** When each marked failure was observed, by {@link markObserved}; weak, so a failure is never kept for it. */
-const observations = globalValue(
-  Symbol.for("@reprise/core/ProviderFailure/observations"),
-  () => new WeakMap<object, bigint>()
-)
-
 /**
- * Marks `failure` as observed at `at`, the `Clock`'s time in nanoseconds (`Clock.currentTimeNanos`) when what
- * carried it reached the provider: the failed response's headers, or the read of the body that held the error, its
- * end or its failure. Returns `failure`, unchanged; the first mark stands.
+ * A copy of `failure`, of its own class, with `fields` of its Schema set, and its `observedAt`. Not validated again:
+ * the copy is of a valid member with fields of that member's own types. The fields are read one by one, not by
+ * spreading the error: a failure raised in a span reaches recovery as Effect's proxy of it, and spreading a proxy
+ * formats its `stack`.
  *
- * Recovery counts the wait before the next attempt from the earlier of this moment and the moment the failure reached
- * it, so what the provider does with a failure before it is reported (the error body read, the events of the same
- * read decoded, the failure built) is inside the wait, not added to it (docs/recovery.md, "When the wait starts").
- * A failure that is not marked is counted from the moment it reached recovery. The mark is the failure's own, also
- * when it is read through the proxy Effect makes of a failure raised in a span (`Cause.originalError`).
- *
- * @since 0.1.0
- * @category observation
+ * @internal
  */
-export const markObserved = <F extends object>(failure: F, at: bigint): F => {
-  const original = Cause.originalError(failure)
-  if (!observations.has(original)) observations.set(original, at)
-  return failure
+export const copyWith = <F extends ProviderFailure>(
+  failure: F,
+  fields: Partial<F>,
+  observedAt: bigint | undefined = failure.observedAt
+): F => {
+  const Class = TransportError.isTransportError(failure)
+    ? TransportError.TransportError
+    : ProviderRejection.ProviderRejection
+  const out: Record<string, unknown> = {}
+  for (const name in Class.fields) {
+    if (name !== "_tag" && name in failure) out[name] = (failure as unknown as Record<string, unknown>)[name]
+  }
+  const copy = new Class({ ...out, ...fields } as never, { disableValidation: true }) as unknown as F
+  if (observedAt !== undefined) Object.defineProperty(copy, "observedAt", { value: observedAt, enumerable: false })
+  return copy
 }
 
 /**
- * When `failure` was observed, if a provider marked it ({@link markObserved}).
+ * `failure` observed at `at`, the `Clock`'s time in nanoseconds when what carried it reached the provider (the
+ * failed response's headers, or the read of the body that held the error, its end or its failure): a copy with that
+ * `observedAt`. A failure that has one keeps it.
+ *
+ * Recovery counts the wait before the next attempt from this moment when it falls within the attempt, so what the
+ * provider does with a failure before it is reported (the error body read, the rest of the read decoded) is inside
+ * the wait, not added to it (docs/recovery.md, "When the wait starts").
  *
  * @since 0.1.0
  * @category observation
  */
-export const observedAt = (failure: unknown): bigint | undefined =>
-  typeof failure === "object" && failure !== null ? observations.get(Cause.originalError(failure)) : undefined
+export const withObservedAt = <F extends ProviderFailure>(failure: F, at: bigint): F =>
+  failure.observedAt !== undefined ? failure : copyWith(failure, {}, at)
 
 /**
  * The headers an error never shows: credentials, cookies and account identifiers. The one list: the providers

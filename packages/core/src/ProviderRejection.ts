@@ -91,6 +91,13 @@ export class ProviderRejection extends Schema.TaggedError<ProviderRejection>("@r
   readonly [TypeId]: TypeId = TypeId
 
   /**
+   * When the provider observed the failure (`Clock.currentTimeNanos`); see `TransportError`'s.
+   *
+   * @since 0.1.0
+   */
+  declare readonly observedAt?: bigint
+
+  /**
    * The `RecoveryError` family's mark.
    *
    * @since 0.1.0

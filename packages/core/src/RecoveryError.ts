@@ -14,9 +14,8 @@
  * `Classification.classify` says whether a failure is replayed. `Budget.BudgetExhausted` is not a member: it is the
  * Budget's refusal of a send inside an attempt, which the scope turns into a `RecoveryExhausted`.
  *
- * The union used to be declared in `Recovery.ts` (`Recovery.RecoveryError`, still an alias of this one), the members'
- * guards of `RecoveryExhausted` and `HookError` matched their tags by string, and the facts of the attempt were put
- * on a surfaced failure by rebuilding it with casts; {@link withAttemptFacts} does it with each member's own type.
+ * `Recovery.RecoveryError` is an alias of the union. {@link withAttemptFacts} puts the facts of the attempt on a
+ * surfaced failure, each member built with its own type.
  *
  * @since 0.1.0
  */
@@ -24,7 +23,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as HookError from "./HookError.js"
 import * as Family from "./internal/family.js"
-import type * as ProviderFailure from "./ProviderFailure.js"
+import * as ProviderFailure from "./ProviderFailure.js"
 import * as ProviderRejection from "./ProviderRejection.js"
 import * as RecoveryExhausted from "./RecoveryExhausted.js"
 import * as TransportError from "./TransportError.js"
@@ -117,21 +116,6 @@ export interface AttemptFacts {
   readonly replayBlocked?: TransportError.ReplayBlocked | undefined
 }
 
-const trusted = { disableValidation: true } as const
-
-/**
- * The fields a member's Schema declares that `error` has, read one by one. Not by spreading the error: a failure
- * raised in a span reaches recovery as Effect's proxy of it, and spreading a proxy asks for every own property's
- * descriptor, the `stack` among them, which formats the stack (about 1 ms per failure with source maps on).
- */
-const fieldsOf = (error: object, fields: Readonly<Record<string, unknown>>): Record<string, unknown> => {
-  const out: Record<string, unknown> = {}
-  for (const name in fields) {
-    if (name !== "_tag" && name in error) out[name] = (error as Record<string, unknown>)[name]
-  }
-  return out
-}
-
 /**
  * A copy of a provider failure with the facts of the attempt that surfaced it, each member built with its own
  * fields. (`replayBlocked` is a `TransportError`'s: a rejection is never replayed, so nothing blocks it.)
@@ -142,18 +126,10 @@ const fieldsOf = (error: object, fields: Readonly<Record<string, unknown>>): Rec
 export const withAttemptFacts = (
   error: ProviderFailure.ProviderFailure,
   facts: AttemptFacts
-): ProviderFailure.ProviderFailure => {
-  // Not validated again (`disableValidation`): the copy is of a valid member, with a count and a literal added, and a
-  // Schema class's validation costs about 0.1 ms per construction on the recovery path (docs/performance.md, fix 12).
-  if (TransportError.isTransportError(error)) {
-    return new TransportError.TransportError({
-      ...fieldsOf(error, TransportError.TransportError.fields) as unknown as TransportError.TransportError,
-      partialOutputChars: facts.partialOutputChars,
-      ...(facts.replayBlocked === undefined ? {} : { replayBlocked: facts.replayBlocked })
-    }, trusted)
-  }
-  return new ProviderRejection.ProviderRejection({
-    ...fieldsOf(error, ProviderRejection.ProviderRejection.fields) as unknown as ProviderRejection.ProviderRejection,
-    partialOutputChars: facts.partialOutputChars
-  }, trusted)
-}
+): ProviderFailure.ProviderFailure =>
+  ProviderFailure.copyWith<ProviderFailure.ProviderFailure>(error, {
+    partialOutputChars: facts.partialOutputChars,
+    ...(facts.replayBlocked === undefined || !TransportError.isTransportError(error)
+      ? {}
+      : { replayBlocked: facts.replayBlocked })
+  })

@@ -121,6 +121,15 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
   readonly [TypeId]: TypeId = TypeId
 
   /**
+   * When the provider observed the failure (`Clock.currentTimeNanos`): the failed response's headers, or the read that
+   * held the error, the body's end or its failure; set by `ProviderFailure.withObservedAt`. The wait before the next
+   * attempt is counted from here. Not part of the error's data: not enumerable, so neither serialized nor compared.
+   *
+   * @since 0.1.0
+   */
+  declare readonly observedAt?: bigint
+
+  /**
    * The `RecoveryError` family's mark.
    *
    * @since 0.1.0

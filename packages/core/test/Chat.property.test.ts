@@ -69,7 +69,7 @@ describe("Chat.step properties", () => {
         const count = yield* Ref.make(0)
         const runs = yield* Ref.make<ReadonlyArray<string>>([])
         const committedCalls: Array<string> = []
-        const provider: Provider.Service = {
+        const provider: Provider.Service = Provider.makeFromStream({
           protocol: "property",
           stream: () =>
             Stream.unwrap(Effect.gen(function*() {
@@ -78,7 +78,7 @@ describe("Chat.step properties", () => {
               // Past the script, the model answers without tools and the step ends.
               return streamOf(sends[n] ?? "text then terminal", n)
             }))
-        }
+        })
         const tool = Tool.make("record", {
           description: "Records the call it was run for.",
           parameters: Schema.Struct({ value: Schema.String }),

@@ -18,20 +18,23 @@ const overflow = ProviderFailure.fromHttpStatus({
 const limitedProvider = (limit: number) =>
   Effect.map(Ref.make<Array<ReadonlyArray<Message.Message>>>([]), (seen) => ({
     seen: Ref.get(seen),
-    layer: Layer.succeed(Provider.Provider, {
-      protocol: "test",
-      stream: (request) =>
-        Stream.unwrap(Effect.gen(function*() {
-          yield* Budget.reserve
-          yield* Ref.update(seen, (all) => [...all, request.messages])
-          return Overflow.size(request.messages) > limit
-            ? Stream.fail(overflow)
-            : Stream.make(
-              Generation.TextDelta({ text: `fit ${request.messages.length}` }),
-              Generation.Finish({ reason: "stop", providerReason: "stop" })
-            )
-        }))
-    })
+    layer: Layer.succeed(
+      Provider.Provider,
+      Provider.makeFromStream({
+        protocol: "test",
+        stream: (request) =>
+          Stream.unwrap(Effect.gen(function*() {
+            yield* Budget.reserve
+            yield* Ref.update(seen, (all) => [...all, request.messages])
+            return Overflow.size(request.messages) > limit
+              ? Stream.fail(overflow)
+              : Stream.make(
+                Generation.TextDelta({ text: `fit ${request.messages.length}` }),
+                Generation.Finish({ reason: "stop", providerReason: "stop" })
+              )
+          }))
+      })
+    )
   }))
 
 const conversation: ReadonlyArray<Message.Message> = [

@@ -1,21 +1,18 @@
 /**
- * Pacing: at most `attemptsPerTurn` attempts start in one turn of the event loop, the others in the following turns,
- * in the order they came. Each attempt here records the turn it started in, counted by a `setImmediate` loop of the
- * test's own; a turn's attempts start before the next turn's immediate runs.
+ * Pacing, opt-in: with `Pacing.layer`, at most `attemptsPerTurn` attempts start in one turn of the event loop, the
+ * others in the following turns, in the order they came; without it, every attempt starts at once. Each attempt here
+ * records the turn it started in, counted by a `setImmediate` loop of the test's own; a turn's attempts start before
+ * the next turn's immediate runs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, ManagedRuntime, Stream } from "effect"
+import { Effect, Exit, Fiber, Layer, Stream } from "effect"
 import * as Generation from "../src/Generation.js"
-import * as Pace from "../src/internal/pacing.js"
 import * as Pacing from "../src/Pacing.js"
 import * as Recovery from "../src/Recovery.js"
 
 const finish = Generation.Finish({ reason: "stop", providerReason: "stop" })
 
-/**
- * Two turns of the event loop: the count is the process's, so a test starts once the turns of the test before it have
- * ended (a turn in which nothing started schedules no other).
- */
+/** Two turns of the event loop: a test starts once the turns of the test before it have ended. */
 const quiet = Effect.promise(() => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve))))
 
 /** The event loop's turns, counted from the first: `now()` is the turn the caller runs in. */
@@ -59,10 +56,18 @@ const burst = (n: number, layer: Layer.Layer<never> = Layer.empty) =>
     return { started, replies }
   })
 
+const eight = Pacing.layer({ attemptsPerTurn: 8 })
+
 describe("Pacing", () => {
-  it.live("starts 8 attempts per turn of the event loop by default, in the order they came", () =>
+  it.live("paces nothing by default", () =>
     Effect.gen(function*() {
-      const { replies, started } = yield* burst(20)
+      const { started } = yield* burst(20)
+      assert.deepStrictEqual(perTurn(started), [20])
+    }))
+
+  it.live("with a layer, starts at most its limit per turn of the event loop, in the order they came", () =>
+    Effect.gen(function*() {
+      const { replies, started } = yield* burst(20, eight)
       assert.deepStrictEqual(perTurn(started), [8, 8, 4])
       assert.deepStrictEqual(started.map((s) => s.reply), Array.from({ length: 20 }, (_, i) => i))
       // consecutive turns: each waiting attempt started in the first turn it could
@@ -71,16 +76,16 @@ describe("Pacing", () => {
       assert.deepStrictEqual(replies.map((r) => r.text), Array.from({ length: 20 }, (_, i) => `reply ${i}`))
     }))
 
+  it.effect("paces under a test clock too: the paced path is the same", () =>
+    Effect.gen(function*() {
+      const { started } = yield* burst(10, Pacing.layer({ attemptsPerTurn: 3 }))
+      assert.deepStrictEqual(perTurn(started), [3, 3, 3, 1])
+    }))
+
   it.live("starts every attempt at once when unpaced", () =>
     Effect.gen(function*() {
       const { started } = yield* burst(20, Pacing.unpaced)
       assert.deepStrictEqual(perTurn(started), [20])
-    }))
-
-  it.live("takes its limit from the fiber's settings", () =>
-    Effect.gen(function*() {
-      const { started } = yield* burst(10, Pacing.layer({ attemptsPerTurn: 3 }))
-      assert.deepStrictEqual(perTurn(started), [3, 3, 3, 1])
     }))
 
   it.live("lets no more than the limit start in a turn when attempts arrive one by one", () =>
@@ -89,7 +94,9 @@ describe("Pacing", () => {
       yield* quiet
       const clock = turns()
       const started: Array<{ readonly reply: number; readonly turn: number }> = []
-      yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => reply(started, i, clock.now))
+      yield* Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => reply(started, i, clock.now)).pipe(
+        Effect.provide(eight)
+      )
       clock.stop()
       assert.deepStrictEqual(perTurn(started), [8, 2])
     }))
@@ -99,15 +106,16 @@ describe("Pacing", () => {
       yield* quiet
       const clock = turns()
       const started: Array<{ readonly reply: number; readonly turn: number }> = []
+      const gate = Pacing.make({ attemptsPerTurn: 8 })
       const fibers = []
-      for (let i = 0; i < 17; i++) fibers.push(yield* Effect.fork(reply(started, i, clock.now)))
+      for (let i = 0; i < 17; i++) {
+        fibers.push(yield* Effect.fork(reply(started, i, clock.now).pipe(Effect.provideService(Pacing.Pacing, gate))))
+      }
       // within the turn: the forked fibers run to their start or their wait
-      for (let i = 0; i < 100 && (started.length < 8 || Pace.state().waiting < 9); i++) yield* Effect.yieldNow()
+      for (let i = 0; i < 100 && started.length < 8; i++) yield* Effect.yieldNow()
       assert.strictEqual(clock.now(), 0)
       assert.deepStrictEqual(started.map((s) => s.reply), [0, 1, 2, 3, 4, 5, 6, 7])
-      assert.strictEqual(Pace.state().waiting, 9)
       const exit = yield* Fiber.interrupt(fibers[8])
-      assert.strictEqual(Pace.state().waiting, 8)
       for (const [i, fiber] of fibers.entries()) if (i !== 8) yield* Fiber.join(fiber)
       clock.stop()
       assert.isTrue(Exit.isInterrupted(exit))
@@ -116,24 +124,7 @@ describe("Pacing", () => {
       assert.deepStrictEqual(perTurn(started), [8, 8])
     }))
 
-  it.live("starts a wait at once when it registers after its turn has ended", () =>
-    Effect.gen(function*() {
-      yield* quiet
-      assert.isUndefined(Pace.admit(1))
-      // the turn has no room left: a wait, not yet registered
-      const wait = Pace.admit(1)
-      assert.isDefined(wait)
-      // the turn ends with nobody waiting, and schedules no other
-      yield* quiet
-      assert.deepStrictEqual(Pace.state(), { admitted: 0, waiting: 0, scheduled: false })
-      const result = yield* wait!.pipe(
-        Effect.as("started"),
-        Effect.timeoutTo({ duration: "1 second", onTimeout: () => "still waiting", onSuccess: (s) => s })
-      )
-      assert.strictEqual(result, "started")
-    }))
-
-  it.live("does not count the attempts of an unpaced fiber, nor hold them", () =>
+  it.live("each layer is a gate of its own", () =>
     Effect.gen(function*() {
       yield* quiet
       const clock = turns()
@@ -150,42 +141,6 @@ describe("Pacing", () => {
       const unpaced = started.filter((s) => s.reply >= 100)
       assert.deepStrictEqual(perTurn(paced), [2, 2, 2])
       assert.deepStrictEqual(unpaced.map((s) => s.turn), Array.from({ length: 6 }, () => paced[0].turn))
-    }))
-
-  it.live("paces the fibers of a ManagedRuntime", () =>
-    Effect.gen(function*() {
-      yield* quiet
-      // a ManagedRuntime's fibers inherit the SyncScheduler its layer was built with, deferred since
-      const runtime = ManagedRuntime.make(Layer.empty)
-      const clock = turns()
-      const started: Array<{ readonly reply: number; readonly turn: number }> = []
-      yield* Effect.promise(() =>
-        runtime.runPromise(
-          Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => reply(started, i, clock.now), {
-            concurrency: "unbounded"
-          })
-        )
-      )
-      clock.stop()
-      yield* Effect.promise(() => runtime.dispose())
-      assert.deepStrictEqual(perTurn(started), [8, 2])
-    }))
-
-  it.effect("does not pace under a test clock", () =>
-    Effect.gen(function*() {
-      const { started } = yield* burst(20)
-      assert.deepStrictEqual(perTurn(started), [20])
-    }))
-
-  it.live("does not pace a fiber run synchronously", () =>
-    Effect.gen(function*() {
-      yield* quiet
-      const clock = turns()
-      const started: Array<{ readonly reply: number; readonly turn: number }> = []
-      const texts = Array.from({ length: 12 }, (_, i) => Effect.runSync(reply(started, i, clock.now)).text)
-      clock.stop()
-      assert.deepStrictEqual(texts, Array.from({ length: 12 }, (_, i) => `reply ${i}`))
-      assert.deepStrictEqual(perTurn(started), [12])
     }))
 
   it("refuses a limit that would start nothing", () => {

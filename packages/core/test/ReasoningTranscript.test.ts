@@ -74,20 +74,26 @@ describe("Reply.reasoningParts", () => {
     Generation.TextDelta({ text: "answer" })
   ]
   let sends = 0
-  const provider = Layer.succeed(Provider.Provider, {
-    protocol: "anthropic",
-    stream: () =>
-      Stream.suspend(() => {
-        sends++
-        const attempt = sends
-        return attempt === 1
-          ? Stream.concat(
-            Stream.fromIterable(events(1)),
-            Stream.fail(new TransportError.TransportError({ reason: "Reset" }))
-          )
-          : Stream.fromIterable([...events(attempt), Generation.Finish({ reason: "stop", providerReason: "end_turn" })])
-      })
-  } as unknown as Provider.Service)
+  const provider = Layer.succeed(
+    Provider.Provider,
+    Provider.makeFromStream({
+      protocol: "anthropic",
+      stream: () =>
+        Stream.suspend(() => {
+          sends++
+          const attempt = sends
+          return attempt === 1
+            ? Stream.concat(
+              Stream.fromIterable(events(1)),
+              Stream.fail(new TransportError.TransportError({ reason: "Reset" }))
+            )
+            : Stream.fromIterable([
+              ...events(attempt),
+              Generation.Finish({ reason: "stop", providerReason: "end_turn" })
+            ])
+        })
+    }) as unknown as Provider.Service
+  )
 
   it.effect("the committed reply carries the parts of its own attempt only, and its message has them", () =>
     Effect.gen(function*() {

@@ -1,8 +1,7 @@
 /**
- * The regions `Recovery` runs a reply and its attempts in (fix 36 of docs/performance.md): the reply's `Budget` and
- * span, and an attempt's observed `Budget`, `Resumption`, span and `Scope`, are in the fiber's context while they run
- * and gone after, whether the reply commits, fails, dies or is interrupted. An attempt's allowance tells the reply's
- * counts and times. An attempt's scope is closed with its read's exit, once the attempt's context is given back and
+ * The regions `Recovery` runs a reply and its attempts in: the reply's `Budget` and span, and an attempt's `Budget`,
+ * `Resumption`, span and `Scope`, are in the fiber's context while they run and gone after, whether the reply
+ * commits, fails, dies or is interrupted. An attempt's allowance is the reply's. An attempt's scope is closed with its read's exit, once the attempt's context is given back and
  * before what follows is decided; a finalizer's defect ends the reply with it, even when the reply was interrupted.
  * A background response's cancel that dies on interruption still leaves the context given back and the span ended.
  * Each span ends with its exit, the attempt's inside the reply's. The `Resumption` service's `offer` works taken off
@@ -90,7 +89,7 @@ const generation = (
     })
     return pull
   })
-  return { stream: Provider.fromPull(open), seen, closedWith, closingSaw }
+  return { open, seen, closedWith, closingSaw }
 }
 
 /** Spans as a tracer sees them: each with its parent's name, and its exit once ended. */
@@ -139,10 +138,10 @@ const recording = () => {
 describe("Recovery's regions", () => {
   it.effect("an attempt sees its services and a scope of its own; after the reply, the context is as before", () =>
     Effect.gen(function*() {
-      const { seen, stream } = generation("finish")
+      const { open, seen } = generation("finish")
       // a hook after the commit runs in the reply's region, not in its attempt's
       let afterCommit: Seen | undefined
-      const reply = yield* Recovery.run(stream, {
+      const reply = yield* Recovery.runOpen(open, {
         hooks: { afterGeneration: () => Effect.map(services, (inReply) => void (afterCommit = inReply)) }
       })
       assert.isTrue(afterCommit !== undefined && Option.isSome(afterCommit.budget) && Option.isSome(afterCommit.span))
@@ -163,8 +162,8 @@ describe("Recovery's regions", () => {
 
   it.effect("each attempt's scope is closed with its read's exit, a failure's before the next attempt opens", () =>
     Effect.gen(function*() {
-      const { closedWith, seen, stream } = generation("reset")
-      const exit = yield* Effect.exit(Recovery.run(stream).pipe(Recovery.disabled))
+      const { closedWith, open, seen } = generation("reset")
+      const exit = yield* Effect.exit(Recovery.runOpen(open).pipe(Recovery.disabled))
       assert.isTrue(Exit.isFailure(exit))
       assert.strictEqual(seen.length, 1)
       assert.strictEqual(closedWith.length, 1)
@@ -173,15 +172,15 @@ describe("Recovery's regions", () => {
       const after = yield* services
       assert.isTrue(Option.isNone(after.budget) && Option.isNone(after.scope))
       const committed = generation("finish")
-      yield* Recovery.run(committed.stream)
+      yield* Recovery.runOpen(committed.open)
       assert.deepStrictEqual(committed.closedWith, [Exit.void])
     }))
 
   it.effect("a finalizer that dies as the attempt's scope closes ends the reply with that defect, its spans ended", () =>
     Effect.gen(function*() {
       const { layer, spans } = recording()
-      const { stream } = generation("dies on close")
-      const exit = yield* Effect.exit(Effect.provide(Recovery.run(stream), layer))
+      const { open } = generation("dies on close")
+      const exit = yield* Effect.exit(Effect.provide(Recovery.runOpen(open), layer))
       assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
       assert.deepStrictEqual(spans.map((span) => [span.name, span.parent]), [
         ["reprise.reply", undefined],
@@ -199,10 +198,10 @@ describe("Recovery's regions", () => {
     Effect.gen(function*() {
       const { layer, spans } = recording()
       const started = yield* Deferred.make<void>()
-      const { closedWith, stream } = generation("never", started)
+      const { closedWith, open } = generation("never", started)
       const fiber = yield* Effect.fork(
         Effect.onInterrupt(
-          Effect.provide(Recovery.run(stream), layer),
+          Effect.provide(Recovery.runOpen(open), layer),
           // what runs after the reply, in the same fiber, sees the context from before it
           () => Effect.flatMap(services, (after) => Effect.sync(() => assert.isTrue(Option.isNone(after.budget))))
         )
@@ -241,23 +240,15 @@ describe("Recovery's regions", () => {
       const replyEnd = spans.find((span) => span.name === "reprise.reply")!.exit()
       assert.isTrue(replyEnd !== undefined && Exit.isSuccess(replyEnd))
     }))
-  it.effect("an attempt's allowance is the reply's but for its reservation; its scope closes in the reply's context", () =>
+  it.effect("an attempt's allowance is the reply's; its scope closes in the reply's context", () =>
     Effect.gen(function*() {
-      const { closingSaw, seen, stream } = generation("finish")
+      const { closingSaw, open, seen } = generation("finish")
       const reply = yield* Budget.scoped(
-        Effect.flatMap(Budget.Budget, (allowance) => Effect.as(Recovery.run(stream), allowance))
+        Effect.flatMap(Budget.Budget, (allowance) => Effect.as(Recovery.runOpen(open), allowance))
       )
-      // the provider reserved through the attempt's allowance, which tells the reply's everything else
       const inAttempt = Option.getOrThrow(seen[0].budget)
-      assert.isTrue(inAttempt !== reply, "the open saw the attempt's allowance")
-      assert.strictEqual(inAttempt.settings, reply.settings)
-      assert.strictEqual(inAttempt.startedAt, reply.startedAt)
-      assert.strictEqual(inAttempt.deadlineAt, reply.deadlineAt)
-      assert.strictEqual(yield* inAttempt.used, 1)
+      assert.isTrue(inAttempt === reply, "the open saw the reply's allowance")
       assert.strictEqual(yield* reply.used, 1)
-      assert.strictEqual(yield* inAttempt.remainingAttempts, reply.settings.maxAttempts - 1)
-      assert.deepStrictEqual(yield* inAttempt.remainingTime, yield* reply.remainingTime)
-      assert.deepStrictEqual(yield* inAttempt.elapsed, yield* reply.elapsed)
       // the attempt's scope is closed once its context is given back: a finalizer run by the closing fiber sees the
       // reply's allowance and no scope
       assert.isTrue(Option.getOrUndefined(closingSaw[0].budget) === reply, "the finalizer saw the reply's allowance")
@@ -268,8 +259,8 @@ describe("Recovery's regions", () => {
     Effect.gen(function*() {
       const { layer, spans } = recording()
       const started = yield* Deferred.make<void>()
-      const { closedWith, stream } = generation("never, dies on close", started)
-      const fiber = yield* Effect.fork(Effect.provide(Recovery.run(stream), layer))
+      const { closedWith, open } = generation("never, dies on close", started)
+      const fiber = yield* Effect.fork(Effect.provide(Recovery.runOpen(open), layer))
       yield* Deferred.await(started)
       const exit = yield* Fiber.interrupt(fiber)
       assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause) && Cause.isInterrupted(exit.cause))
@@ -285,7 +276,7 @@ describe("Recovery's regions", () => {
       const { layer, spans } = recording()
       const started = yield* Deferred.make<void>()
       let cancels = 0
-      const { stream } = generation("never", started, {
+      const { open } = generation("never", started, {
         responseId: () => "resp_1",
         settled: () => false,
         continuation: () => Option.none(),
@@ -296,7 +287,7 @@ describe("Recovery's regions", () => {
       })
       let after: Seen | undefined
       const fiber = yield* Effect.fork(
-        Effect.provide(Recovery.run(stream), layer).pipe(
+        Effect.provide(Recovery.runOpen(open), layer).pipe(
           Effect.ensuring(Effect.map(services, (seen) => void (after = seen)))
         )
       )

@@ -225,13 +225,13 @@ describe("Tool", () => {
           [Generation.TextDelta({ text: "never" }), Generation.Finish({ reason: "stop", providerReason: "stop" })]
         ]
         const sends = yield* Ref.make(0)
-        const provider: Provider.Service = {
+        const provider: Provider.Service = Provider.makeFromStream({
           protocol: "scripted",
           stream: () =>
             Stream.unwrap(
               Effect.map(Ref.getAndUpdate(sends, (n) => n + 1), (n) => Stream.fromIterable(replies[Math.min(n, 1)]))
             )
-        }
+        })
         const commits = yield* Ref.make<ReadonlyArray<Chat.Commit>>([])
         const fiber = yield* Chat.step([Message.user("go")], {
           model: "m",

@@ -12,7 +12,6 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as AnthropicMessages from "./AnthropicMessages.js"
-import * as Send from "./internal/send.js"
 import * as OpenAiChat from "./OpenAiChat.js"
 import * as OpenAiResponses from "./OpenAiResponses.js"
 import * as ProviderOptions from "./ProviderOptions.js"
@@ -73,16 +72,7 @@ export const layerUndici = (
   options: Options
 ): Layer.Layer<Provider.Provider> => Layer.provide(layer(protocol, options), undici)
 
-// The client `NodeHttpClient.layerUndici` builds (`makeUndici` over `makeDispatcher`), without what that layer adds:
-// the layer's context merged into every request's, a provided region and a merged copy of the context per send
-// (about 17 of figure 3's Effect operations per attempt; docs/performance.md, fix 32). Nothing the provider sends
-// reads that context: the client reads only undici options from the request's own context, and this layer has none.
-// It is noted as reprise's own (`Send.ownClient`): with Effect's own tracer its sends go without the client's span per
-// request, which no exporter would see (fix 39).
-const undici: Layer.Layer<HttpClient.HttpClient> = Layer.scoped(
-  HttpClient.HttpClient,
-  Effect.map(NodeHttpClient.makeDispatcher, (dispatcher) => Send.ownClient(NodeHttpClient.makeUndici(dispatcher)))
-)
+const undici: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerUndici
 
 /**
  * The provider of `protocol` with its options from the environment (see `ProviderOptions.config`).

@@ -982,13 +982,13 @@ export const makeVariant =
       })
       if (variant.background !== true) return plain
       const pollInterval = pollIntervalOf(options)
-      return {
+      return Provider.make({
         protocol: variant.protocol,
-        stream: (request) =>
+        open: (request) =>
           request.background === true
-            ? backgroundStream(variant, client, settings, pollInterval, spec(request), request)
-            : plain.stream(request)
-      }
+            ? Provider.fromStream(backgroundStream(variant, client, settings, pollInterval, spec(request), request))
+            : plain.open(request)
+      })
     })
 
 /** The wait between two polls of a continuation: `pollInterval`, default 1 second. */
@@ -1126,7 +1126,7 @@ const backgroundStream = (
         track.responseId === undefined ? Effect.void : Background.cancel(client, settings, track.responseId)
       )
     })
-    return read(yield* Send.open(client, spec, settings))
+    return read(yield* Send.open(client, Send.prepare(spec, settings), settings))
   }))
 
 const variant = makeVariant({ protocol, requestBody, doneIsTerminal: false, background: true })

@@ -61,7 +61,9 @@ describe("an error body that stalls is given up at the idle timeout and released
   it.scoped("outside an attempt: timed by a race", () =>
     Effect.gen(function*() {
       const { client, state } = stallingClient()
-      const fiber = yield* Effect.fork(Budget.scoped(Effect.scoped(Send.open(client, chatSpec, settings))))
+      const fiber = yield* Effect.fork(
+        Budget.scoped(Effect.scoped(Send.open(client, Send.prepare(chatSpec, settings), settings)))
+      )
       // the body read up to its stall: the stream asks for more
       yield* waitFor(() => state.pulls > 1)
       yield* TestClock.adjust(Duration.subtract(settings.idleTimeout, Duration.millis(1)))

@@ -43,7 +43,7 @@ describe("a failing event emits nothing", () => {
       )
       assert.deepStrictEqual(texts, ["a", "b"])
       assert.isTrue(Either.isLeft(result))
-      assert.strictEqual((result as Either.Left<unknown, void>).left, failure)
+      assert.deepStrictEqual((result as Either.Left<unknown, void>).left, failure)
     }))
 
   it.effect("chat: a finishing chunk whose call cannot be completed emits none of its text", () =>

@@ -657,16 +657,16 @@ describe("with the recovery runtime", () => {
           assert.strictEqual(new Set(traces).size, 4, "two sends with the same trace context")
         })))
 
-    // With Effect's own tracer, whose spans reach no exporter, the platform client's span per request is not made for
-    // a client reprise built itself (`HttpProvider.layerUndici`): the request carries its attempt span's trace context
-    // (fix 39 of docs/performance.md). test/tracing.test.ts has the client's spans with the OpenTelemetry SDK's tracer.
+    // With Effect's own tracer, the request carries the trace of its attempt's span (the platform client's span, a child
+    // of the attempt's, is the parent it names). test/tracing.test.ts has the client's spans with the OpenTelemetry
+    // SDK's tracer.
     const own = (url: string) =>
       HttpProvider.layerUndici(subject.name as ProviderOptions.Protocol, {
         apiKey: Redacted.make(KEY),
         baseUrl: subject.base(url)
       })
 
-    it.live(`${subject.name}: with Effect's own tracer, a send carries its attempt span's trace context`, () =>
+    it.live(`${subject.name}: with Effect's own tracer, a send carries its attempt span's trace`, () =>
       withServer((_req, res) => {
         sse(res)
         res.end(subject.success)
@@ -684,12 +684,11 @@ describe("with the recovery runtime", () => {
             })).pipe(Effect.provide(own(s.url)))
           assert.strictEqual(s.received.length, 1)
           const [attempt] = spans
-          assert.strictEqual(s.received[0].headers.traceparent, `00-${attempt.traceId}-${attempt.spanId}-01`)
-          assert.match(String(s.received[0].headers.b3), new RegExp(`^${attempt.traceId}-${attempt.spanId}-1-`))
+          assert.match(String(s.received[0].headers.traceparent), new RegExp(`^00-${attempt.traceId}-[0-9a-f]{16}-01$`))
+          assert.match(String(s.received[0].headers.b3), new RegExp(`^${attempt.traceId}-[0-9a-f]{16}-1-`))
         })))
 
-    // the client's span is turned off for the send alone (fix 40 sets and resets the fiber's predicate by hand; that
-    // it is off during the send is the test above: the request carries the attempt span's trace context)
+    // a send leaves the fiber's tracer predicate as it found it
     it.live(`${subject.name}: the fiber's tracer predicate is its own again after a send, a failed one too`, () =>
       Effect.gen(function*() {
         const outer = yield* FiberRef.get(HttpClient.currentTracerDisabledWhen)

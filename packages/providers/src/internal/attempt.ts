@@ -1,20 +1,16 @@
 /**
- * One attempt of a provider's stream, as `provider.ts` runs it: its scope, its `Clock`, its `Budget`, and its place in
- * the provider's two deadline queues (first byte and idle), each taken once, in one step, for the whole attempt.
+ * One attempt of a provider's `open`, as `provider.ts` runs it: its scope, its `Clock`, and its place in the provider's
+ * two deadline queues (first byte and idle), each taken once, in one step, for the whole attempt.
  *
- * The attempt's scope is the one its consumer runs it in (`Provider.fromPull`: `Recovery`'s attempt scope, or the scope
- * of the stream), which is the attempt's alone. The send registers its abort there (`scopedAbort.ts`, as
- * `HttpClient.withScope` does; the body read there then takes it over), and so does the body its release; a deadline
- * that passes closes that scope, which aborts the request and releases the body at once: a first-byte deadline from the
- * timer's fiber, an idle one from the reading fiber once its wait is abandoned. Until fix 32 the send and the body each
- * had a scope of their own, forked from it and provided to them: two forks, two closes and two provided regions per
- * attempt, the largest part of the 124 Effect operations per attempt this step took off figure 3's (489 → 365;
- * docs/performance.md). A scope that cannot be closed (not a `CloseableScope`, which every scope Effect makes is) is
- * not closed early: the attempt then runs in a scope forked from it.
+ * The attempt's scope is the one `open` runs in (`Recovery`'s attempt scope, or the scope of the stream), which is the
+ * attempt's alone. The send registers its abort there (`scopedAbort.ts`, as `HttpClient.withScope` does; the body read
+ * there then takes it over), and so does the body its release; a deadline that passes closes that scope, which aborts
+ * the request and releases the body at once: a first-byte deadline from the timer's fiber, an idle one from the
+ * reading fiber once its wait is abandoned. A scope that cannot be closed (not a `CloseableScope`, which every scope
+ * Effect makes is) is not closed early: the attempt then runs in a scope forked from it.
  *
  * @internal
  */
-import * as Budget from "@reprise/core/Budget"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -29,7 +25,6 @@ export interface Attempt {
   /** Closes the attempt's scope: what a deadline's passing does. */
   readonly close: Effect.Effect<void>
   readonly clock: Clock.Clock
-  readonly allowance: Budget.Allowance
   readonly firstByte: Deadlines.Deadlines
   /** The idle queue, for an attempt that reads a body. */
   readonly idle: Deadlines.Deadlines | undefined
@@ -61,9 +56,9 @@ export const within = <A, E, R>(
   firstByte: Deadlines.Deadlines,
   idle: Deadlines.Deadlines | undefined,
   f: (attempt: Attempt) => Effect.Effect<A, E, R>
-): Effect.Effect<A, E, R | Budget.Budget | Scope.Scope> =>
-  Effect.withFiberRuntime<A, E, R | Budget.Budget | Scope.Scope>((fiber, status) => {
-    const context = fiber.currentContext as Context.Context<Budget.Budget | Scope.Scope>
+): Effect.Effect<A, E, R | Scope.Scope> =>
+  Effect.withFiberRuntime<A, E, R | Scope.Scope>((fiber, status) => {
+    const context = fiber.currentContext as Context.Context<Scope.Scope>
     const scope = Context.get(context, Scope.Scope)
     if (!isCloseable(scope)) {
       return Effect.flatMap(
@@ -77,7 +72,6 @@ export const within = <A, E, R>(
       // between the two would leave the request unaborted
       close: Effect.uninterruptible(Scope.close(scope, Exit.void)),
       clock: Context.get(fiber.currentDefaultServices, Clock.Clock),
-      allowance: Context.get(context, Budget.Budget),
       firstByte,
       idle,
       sending: undefined,

@@ -199,12 +199,12 @@ export interface FailedResponse {
 
 /**
  * The typed failure of a non-success response (`ProviderFailure.fromHttpStatus`), marked as observed when the
- * response arrived (`ProviderFailure.markObserved`): reading its error body is inside the wait that follows.
+ * response arrived (its `observedAt`): reading its error body is inside the wait that follows.
  *
  * @internal
  */
 export const statusFailure = (failed: FailedResponse): ProviderFailure.ProviderFailure =>
-  ProviderFailure.markObserved(ProviderFailure.fromHttpStatus(failed.input), failed.observedAt)
+  ProviderFailure.withObservedAt(ProviderFailure.fromHttpStatus(failed.input), failed.observedAt)
 
 /**
  * Reads a non-success response once: its error body (bounded, see `readErrorBody`; released unread when encoded),

@@ -37,7 +37,7 @@ export interface Decoder<Ev> {
 }
 
 /**
- * Builds a provider service. Each run of `stream(request)` makes one send (two with a capability fallback), each
+ * Builds a provider service. Each run of `open(request)` makes one send (two with a capability fallback), each
  * debited from the Budget, and decodes the body. A request that fails `RequestChecks.check` (its `toolChoice` or
  * `responseFormat` cannot be satisfied) fails with that `ProviderRejection` and is not sent.
  *
@@ -51,32 +51,25 @@ export const makeService = <Ev>(options: {
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
 }): Provider.Service => {
   // the first-byte deadlines of this service's sends, and the idle deadlines of its streams, each timed by one fiber
-  // (fixes 25 and 31)
+  // for all of them; an attempt enters both queues once, from its send to its scope's end (`Attempt.within`)
   const deadlines = Deadlines.make(options.settings.firstByteTimeout)
   const idle = Deadlines.make(options.settings.idleTimeout)
-  // An attempt uses the idle queue from its send to its scope's end, not only while it reads its body: the queue's
-  // timer then keeps running between streams whose reads do not overlap, while other sends are in flight. Opened only
-  // while its body was read, the timer stopped and started again with nearly every stream: 997 starts for figure 3's
-  // 1,000 streams, about 100 ms of its CPU (docs/performance.md, fix 31). Both queues are entered once per attempt,
-  // in one step (`Attempt.within`, fix 32).
-  return {
+  return Provider.make({
     protocol: options.protocol,
-    // made from its pull, so that `Recovery` reads it without stream stages (docs/performance.md, fix 17)
-    stream: (request) => {
-      // The request's description, made by its first attempt and sent again as it is by every replay: checking and
-      // mapping the request (and `Send.open` encoding its body) is not redone after a backoff (fix 26).
-      let spec: Send.RequestSpec | undefined
+    open: (request) => {
+      // The request checked, mapped and encoded by its first attempt and sent again as it is by every replay.
+      let prepared: Send.Prepared | undefined
       const send = (attempt: Attempt.Attempt) =>
         Effect.suspend(() => {
-          if (spec !== undefined) return Send.open(options.client, spec, options.settings, attempt)
+          if (prepared !== undefined) return Send.open(options.client, prepared, options.settings, attempt)
           // a request the server would refuse (a forced call to a tool it does not offer, a bad format name) is
           // not sent: no Budget debit, one permanent failure
           const refused = RequestChecks.check(options.protocol, request, options.settings.scrub)
           if (refused !== undefined) return Effect.fail(refused)
-          spec = options.request(request)
-          return Send.open(options.client, spec, options.settings, attempt)
+          prepared = Send.prepare(options.request(request), options.settings)
+          return Send.open(options.client, prepared, options.settings, attempt)
         })
-      return Provider.fromPull(
+      return (
         Attempt.within(deadlines, idle, (attempt) =>
           Effect.flatMap(send(attempt), (response) => {
             const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
@@ -109,7 +102,7 @@ export const makeService = <Ev>(options: {
           }))
       )
     }
-  }
+  })
 }
 
 /**

@@ -1,30 +1,21 @@
 /**
- * Sending a request: one physical send (`send`: `Budget.reserve`, then the request within the first-byte timeout),
- * and `open`, which turns what the server answered into a readable success or a typed failure (`failure.ts`), with at
- * most one resend for the capability fallback (`fallback.ts`). Nothing here retries.
- *
- * Moved out of `internal/http.ts` when it was split by concept: settings, error bodies, the response headers'
- * facts, the failures and the fallback each have a module of their own now, and this one only sends.
+ * Sending a request: one physical send (`send`: `Budget.reserve`, then the request within the first-byte
+ * timeout), and `open`, which turns what the server answered into a readable success or a typed failure
+ * (`failure.ts`), with at most one resend for the capability fallback (`fallback.ts`). Nothing here retries.
  *
  * @internal
  */
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import * as HttpTraceContext from "@effect/platform/HttpTraceContext"
 import * as Budget from "@reprise/core/Budget"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as TransportError from "@reprise/core/TransportError"
-import * as Context from "effect/Context"
-import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
-import * as Tracer from "effect/Tracer"
 import * as Attempt from "./attempt.js"
 import * as Deadlines from "./deadlines.js"
 import { encodedBody, fromRequestError, readFailure, statusFailure } from "./failure.js"
@@ -72,86 +63,15 @@ export const execute = (
     Effect.timeoutFail({ duration: settings.firstByteTimeout, onTimeout: () => firstByteFailure(settings) })
   )
 
-// Effect's own tracer, the one in place when no other is provided: its spans reach no exporter.
-const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
-
-const always = () => true
-
-// the clients reprise built itself (`HttpProvider.layerUndici`), with no transform of an app's
-const ownClients = new WeakSet<HttpClient.HttpClient>()
-
 /**
- * `client`, noted as one reprise built itself, with no transform of an app's: its sends within an attempt may go
- * without the platform client's span ({@link withoutClientSpan}). An app's client is never noted: its transforms (its
- * `HttpClient.withTracerPropagation(false)`, its `withTracerDisabledWhen`, a `mapRequest` that sets a `traceparent`)
- * run inside the client, where the platform decides about the span, and must keep deciding.
- *
- * @internal
- */
-export const ownClient = <C extends HttpClient.HttpClient>(client: C): C => {
-  ownClients.add(client)
-  return client
-}
-
-/**
- * The request to send without the platform client's span, or `undefined` to send it as the client would. The client
- * makes a span per request (`http.client POST`: its attributes, the request's and the response's headers redacted and
- * written on it) and sends that span's trace context (`traceparent`, `b3`). With Effect's own tracer, whose spans reach
- * no exporter, that span is work nobody sees: about 0.15 ms of CPU per request, 7 % of figure 3's client (fix 39 of
- * docs/performance.md). Then, when the client would have traced the request (the tracer on, the request not excluded by
- * `HttpClient.withTracerDisabledWhen`) under the attempt's span, the request carries the attempt span's trace context
- * instead (unless `HttpClient.currentTracerPropagation` is off), and is sent with the client's span off. With any other
- * tracer (OpenTelemetry's, the CLI's OTLP one), the client's span is made as before. Only for a client reprise built
- * itself ({@link ownClient}): an app's client decides inside itself, as it always did.
- */
-const withoutClientSpan = (
-  client: HttpClient.HttpClient,
-  fiber: Fiber.RuntimeFiber<any, any>,
-  request: HttpClientRequest.HttpClientRequest
-): HttpClientRequest.HttpClientRequest | undefined => {
-  if (!ownClients.has(client)) return undefined
-  if (Context.get(fiber.currentDefaultServices, Tracer.Tracer) !== nativeTracer) return undefined
-  if (!fiber.getFiberRef(FiberRef.currentTracerEnabled)) return undefined
-  if (fiber.getFiberRef(HttpClient.currentTracerDisabledWhen)(request)) return undefined
-  const parent = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
-  if (Option.isNone(parent) || parent.value._tag !== "Span") return undefined
-  return fiber.getFiberRef(HttpClient.currentTracerPropagation)
-    ? HttpClientRequest.setHeaders(request, HttpTraceContext.toHeaders(parent.value))
-    : request
-}
-
-/**
- * `effect` run by `fiber` with the platform client's span off (`HttpClient.currentTracerDisabledWhen` answering yes),
- * the fiber's own predicate put back when it ends, however it ends: what `Effect.locally` does, in 9 fewer of the 210
- * Effect operations an attempt ran in figure 3 (its acquire and release; fix 40 of docs/performance.md). The set runs
- * inside `Effect.onExit`, so the reset runs on success, failure and interruption alike, an interruption before the set
- * included (the reset then puts back the value the fiber still has). The fiber's predicate is read when this is built,
- * where `Effect.locally` reads it when it runs: the effect returned must run at once, once, on `fiber` (as `sendIn`
- * runs it), not be kept, retried or forked.
- */
-const untraced = <A, E, R>(
-  fiber: Fiber.RuntimeFiber<any, any>,
-  effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E, R> => {
-  const before = fiber.getFiberRef(HttpClient.currentTracerDisabledWhen)
-  return Effect.onExit(
-    Effect.zipRight(FiberRef.set(HttpClient.currentTracerDisabledWhen, always), effect),
-    () => FiberRef.set(HttpClient.currentTracerDisabledWhen, before)
-  )
-}
-
-/**
- * A generation's send within its attempt (`attempt.ts`), timed by the attempt's first-byte queue rather than by a race:
- * the attempt's `Budget` reserved, then the request in the caller's fiber, with the client scoped in the attempt's
- * scope (the current one; `scopedAbort.ts`, as `HttpClient.withScope` scopes it), so that closing that scope aborts it,
- * until the body read in that scope takes the abort over. A first-byte deadline that passes closes the attempt's scope,
- * and the request's failure is then told as the `Timeout`. `Effect.timeoutFail` forks two fibers per send and joins the
- * winner's fiber refs back: that measured about 30 MB of figure 3's peak RSS (docs/performance.md, fix 25). One fiber
- * times the sends of a provider (`deadlines.ts`). The timeout relies on the client honouring the request's
- * `AbortSignal`, as every client of @effect/platform does. Interruption aborts the request (the attempt's scope closes)
- * and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends. On reprise's own
- * client with Effect's own tracer, the client's span per request is not made, and the request carries the attempt
- * span's trace context ({@link withoutClientSpan}).
+ * A generation's send within its attempt (`attempt.ts`), timed by the provider's first-byte queue rather than by a
+ * race: the send reserved (`Budget.reserve`), then the request in the caller's fiber, with the client scoped in
+ * the attempt's scope (`scopedAbort.ts`, as `HttpClient.withScope` scopes it), so that closing that scope aborts it,
+ * until the body read in that scope takes the abort over. A first-byte deadline that passes closes the attempt's
+ * scope, and the request's failure is then told as the `Timeout`: one fiber times the sends of a provider
+ * (`deadlines.ts`) where `Effect.timeoutFail` would fork two per send. The timeout relies on the client honouring the
+ * request's `AbortSignal`, as every client of @effect/platform does. Interruption aborts the request (the attempt's
+ * scope closes) and stays interruption; the deadline of an interrupted send is disarmed when the attempt ends.
  *
  * @internal
  */
@@ -163,22 +83,19 @@ export const sendIn = (
 ): Effect.Effect<
   HttpClientResponse.HttpClientResponse,
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
-  Scope.Scope
+  Budget.Budget | Scope.Scope
 > =>
   Effect.zipRight(
-    attempt.allowance.reserve,
-    Effect.withFiberRuntime<HttpClientResponse.HttpClientResponse, ProviderFailure.ProviderFailure, Scope.Scope>(
-      (fiber) => {
+    Budget.reserve,
+    Effect.suspend(
+      () => {
         const entry = Deadlines.arm(attempt.firstByte, attempt.clock, attempt.close)
         attempt.sending = entry
         const settle = () => {
           Deadlines.disarm(attempt.firstByte, entry)
           attempt.sending = undefined
         }
-        const scoped = ScopedAbort.scopedClient(client)
-        const plain = withoutClientSpan(client, fiber, request)
-        const sent = plain === undefined ? scoped.execute(request) : untraced(fiber, scoped.execute(plain))
-        return Effect.matchEffect(sent, {
+        return Effect.matchEffect(ScopedAbort.scopedClient(client).execute(request), {
           onFailure: (error) => {
             settle()
             return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
@@ -226,22 +143,21 @@ export interface RequestSpec {
 }
 
 /**
- * Each spec's request with its own body, built once with the settings it was built with: a spec and an
- * `HttpClientRequest` are immutable, so a replay sends the same request without encoding its body again (fix 26).
+ * A request's description with its HTTP request built: made once per reply, so that a replay sends the same request
+ * without mapping the request or encoding its body again.
+ *
+ * @internal
  */
-const built = new WeakMap<
-  RequestSpec,
-  { readonly settings: Settings; readonly request: HttpClientRequest.HttpClientRequest }
->()
-
-const requestOf = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, settings: Settings) => {
-  if (body !== spec.body) return toRequest(spec, body, settings)
-  const found = built.get(spec)
-  if (found !== undefined && found.settings === settings) return found.request
-  const request = toRequest(spec, body, settings)
-  built.set(spec, { settings, request })
-  return request
+export interface Prepared {
+  readonly spec: RequestSpec
+  readonly request: HttpClientRequest.HttpClientRequest
 }
+
+/** @internal */
+export const prepare = (spec: RequestSpec, settings: Settings): Prepared => ({
+  spec,
+  request: toRequest(spec, spec.body, settings)
+})
 
 const toRequest = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, settings: Settings) => {
   const request = HttpClientRequest.post(spec.url).pipe(
@@ -266,7 +182,7 @@ const toRequest = (spec: RequestSpec, body: Readonly<Record<string, unknown>>, s
  */
 export const open = (
   client: HttpClient.HttpClient,
-  spec: RequestSpec,
+  prepared: Prepared,
   settings: Settings,
   attempt?: Attempt.Attempt
 ): Effect.Effect<
@@ -274,6 +190,9 @@ export const open = (
   ProviderFailure.ProviderFailure | Budget.BudgetExhausted,
   Budget.Budget | Scope.Scope
 > => {
+  const { spec } = prepared
+  const requestOf = (body: Readonly<Record<string, unknown>>) =>
+    body === spec.body ? prepared.request : toRequest(spec, body, settings)
   const sendBody = (
     body: Readonly<Record<string, unknown>>,
     fallbackAllowed: boolean
@@ -291,8 +210,8 @@ export const open = (
       Budget.Budget | Scope.Scope
     >(
       attempt === undefined
-        ? send(client, requestOf(spec, body, settings), settings)
-        : sendIn(attempt, client, requestOf(spec, body, settings), settings),
+        ? send(client, requestOf(body), settings)
+        : sendIn(attempt, client, requestOf(body), settings),
       (response) => {
         if (response.status >= 200 && response.status < 300) return succeeded(response, settings)
         // the error body timed by the attempt's idle queue, without a race (fix 33)

@@ -499,7 +499,7 @@ const jsonInsteadOfStream = (
  */
 export const run = <Ev>(
   options: RunOptions<Ev>
-): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => Provider.fromPull(pull(options))
+): Stream.Stream<Generation.GenerationEvent, ProviderFailure.ProviderFailure> => Provider.toStream(pull(options))
 
 /**
  * What {@link run} reads.
@@ -523,7 +523,7 @@ export interface RunOptions<Ev> {
 }
 
 /**
- * {@link run} as the pull of its chunks, in the scope (for `Provider.fromPull`): the body in a scope of its own, closed
+ * {@link run} as the pull of its chunks, in the scope (a provider's `open`): the body in a scope of its own, closed
  * as soon as an idle timeout stops the reading (the request is aborted then, not once the consumer has handled the
  * end), and read by {@link reader}, or by a reader fiber and a watchdog ({@link watched}) when its wait cannot be
  * abandoned.
@@ -646,7 +646,7 @@ const steps = <Ev>(
   // Reading has stopped (the machine is done, or the end ran): every later read ends the stream.
   let stopped = false
   // The end, once: the machine's last events, or its failure (`PrematureEof`, or `failure` before the terminal),
-  // marked as observed `at` (`ProviderFailure.markObserved`: the read that held the failure, or the body's end or
+  // observed `at` (`ProviderFailure.withObservedAt`: the read that held the failure, or the body's end or
   // failure). Called when it is decided: from then on nothing more is read or stepped.
   const end = (failure: Option.Option<ProviderFailure.ProviderFailure>, at: bigint): Result => {
     stopped = true
@@ -655,7 +655,7 @@ const steps = <Ev>(
         ? jsonInsteadOfStream(head, settings, options.requestId)
         : undefined
       return Effect.matchEffect(json !== undefined ? Effect.fail(json) : machine.end(failure), {
-        onFailure: (error) => Effect.fail(Option.some(ProviderFailure.markObserved(error, at))),
+        onFailure: (error) => Effect.fail(Option.some(ProviderFailure.withObservedAt(error, at))),
         onSuccess: (events) => Effect.succeed(Chunk.unsafeFromArray(events.slice()))
       })
     })

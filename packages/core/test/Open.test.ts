@@ -1,8 +1,8 @@
 /**
- * A provider's stream made from its pull (`Provider.fromPull`) is read by `Recovery` through that pull, without the
- * stream's stages. The reply must be the same as from the stream, a failed attempt is replayed by opening the pull
- * again (one send per attempt), the pull's scope closes when its attempt ends, and a stream built on top of one
- * (`Stream.map`) is read as that stream, never by the pull underneath.
+ * A provider's `open` is read by `Recovery` through its pull, in a scope per attempt. The reply must be the same as
+ * from the stream, a failed attempt is replayed by opening again (one send per attempt), the pull's scope closes when
+ * its attempt ends, the backoff runs from when the failure was observed, and a stream built on top of one
+ * (`Stream.map`) is read as that stream.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Clock, Duration, Effect, Exit, Fiber, Option, Stream, TestClock } from "effect"
@@ -55,24 +55,17 @@ const pulled = (
     })
     return pull
   })
-  return { stream: Provider.fromPull(open), log, openedAt, opened: () => opened }
+  return { open, stream: Provider.toStream(open), log, openedAt, opened: () => opened }
 }
 
 const backoff = Policy.layer({ backoffBase: Duration.seconds(1), jitter: false })
 
-describe("Provider.fromPull", () => {
-  it("pullOf gives the open of a stream made from it, and nothing for any other stream", () => {
-    const { stream } = pulled([{ chunks: [[finish]] }])
-    assert.isDefined(Provider.pullOf(stream))
-    assert.isUndefined(Provider.pullOf(Stream.make(finish)))
-    assert.isUndefined(Provider.pullOf(Stream.map(stream, (event) => event)))
-  })
-
+describe("Recovery.runOpen", () => {
   it.effect("Recovery commits what the stream holds, through the pull, and closes the pull's scope", () =>
     Effect.gen(function*() {
       const chunks = [[Generation.TextDelta({ text: "hel" })], [], [Generation.TextDelta({ text: "lo" }), finish]]
       const viaPull = pulled([{ chunks }])
-      const reply = yield* Recovery.run(viaPull.stream)
+      const reply = yield* Recovery.runOpen(viaPull.open)
       const plain = yield* Recovery.run(Stream.fromIterable(chunks.flat()))
       assert.strictEqual(reply.text, "hello")
       assert.strictEqual(reply.text, plain.text)
@@ -87,7 +80,7 @@ describe("Provider.fromPull", () => {
         { chunks: [[Generation.TextDelta({ text: "never shown" })]], fail: true },
         { chunks: [[Generation.TextDelta({ text: "the answer" }), finish]] }
       ])
-      const fiber = yield* Effect.fork(Recovery.run(viaPull.stream).pipe(Effect.provide(backoff)))
+      const fiber = yield* Effect.fork(Recovery.runOpen(viaPull.open).pipe(Effect.provide(backoff)))
       yield* TestClock.adjust("1 second")
       const reply = yield* Fiber.join(fiber)
       assert.strictEqual(reply.text, "the answer")
@@ -101,7 +94,7 @@ describe("Provider.fromPull", () => {
         { chunks: [[Generation.TextDelta({ text: "cut" })]], fail: true, failAfter: Duration.millis(500) },
         { chunks: [[Generation.TextDelta({ text: "whole" }), finish]] }
       ], Duration.millis(300))
-      const fiber = yield* Effect.fork(Recovery.run(viaPull.stream).pipe(Effect.provide(backoff)))
+      const fiber = yield* Effect.fork(Recovery.runOpen(viaPull.open).pipe(Effect.provide(backoff)))
       // the read fails at 500 ms; the close takes until 800 ms
       yield* TestClock.adjust("800 millis")
       assert.deepStrictEqual(viaPull.log, ["open 1", "close 1"])
@@ -135,21 +128,21 @@ describe("Provider.fromPull", () => {
         : Effect.flatMap(Clock.currentTimeNanos, (at) =>
           Effect.zipRight(
             Effect.sleep("400 millis"),
-            Effect.fail(Option.some(ProviderFailure.markObserved(
+            Effect.fail(Option.some(ProviderFailure.withObservedAt(
               new TransportError.TransportError({ reason: "Reset", detail: "cut" }),
               mark(at)
             )))
           ))
       return pull
     })
-    return { stream: Provider.fromPull(open), openedAt }
+    return { open, stream: Provider.toStream(open), openedAt }
   }
 
   it.effect("the backoff runs from when the provider observed the failure, when it says so", () =>
     Effect.gen(function*() {
       // observed as the read began, 400 ms before it reached recovery (the provider took that long over it)
-      const { openedAt, stream } = markedFailure((at) => at)
-      const fiber = yield* Effect.fork(Recovery.run(stream).pipe(Effect.provide(backoff)))
+      const { open, openedAt } = markedFailure((at) => at)
+      const fiber = yield* Effect.fork(Recovery.runOpen(open).pipe(Effect.provide(backoff)))
       yield* TestClock.adjust("999 millis")
       assert.strictEqual(openedAt.length, 1, "the replay was sent before 1 s from the observation")
       yield* TestClock.adjust("1 millis")
@@ -163,8 +156,8 @@ describe("Provider.fromPull", () => {
     Effect.gen(function*() {
       yield* TestClock.adjust("5 seconds")
       // marked 2 s before the send that failed (a failure kept from elsewhere)
-      const { openedAt, stream } = markedFailure((at) => at - 2_000_000_000n)
-      const fiber = yield* Effect.fork(Recovery.run(stream).pipe(Effect.provide(backoff)))
+      const { open, openedAt } = markedFailure((at) => at - 2_000_000_000n)
+      const fiber = yield* Effect.fork(Recovery.runOpen(open).pipe(Effect.provide(backoff)))
       yield* TestClock.adjust("1399 millis")
       assert.strictEqual(openedAt.length, 1, "the replay was sent before 1 s from the failure")
       yield* TestClock.adjust("1 millis")
@@ -173,7 +166,7 @@ describe("Provider.fromPull", () => {
       assert.deepStrictEqual(openedAt, [5000, 6400])
     }))
 
-  it.effect("a stream built on one is read as that stream, not by the pull underneath", () =>
+  it.effect("a stream built on one is read as that stream", () =>
     Effect.gen(function*() {
       const viaPull = pulled([{ chunks: [[Generation.TextDelta({ text: "quiet" }), finish]] }])
       const loud = Stream.map(
@@ -187,7 +180,7 @@ describe("Provider.fromPull", () => {
   it.effect("an end without the terminal is a failure, as from the stream", () =>
     Effect.gen(function*() {
       const viaPull = pulled([{ chunks: [[Generation.TextDelta({ text: "cut" })]] }])
-      const exit = yield* Effect.exit(Recovery.disabled(Recovery.run(viaPull.stream)))
+      const exit = yield* Effect.exit(Recovery.disabled(Recovery.runOpen(viaPull.open)))
       assert.isTrue(Exit.isFailure(exit))
       const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
       assert.isTrue(TransportError.isTransportError(error) && error.reason === "PrematureEof")

@@ -1,0 +1,838 @@
+/**
+ * The engine behind `Recovery`: one reply as a sequence of attempts, each attempt one read of the generation's pull in
+ * a scope of its own, and what follows a failed attempt decided in that attempt's span (discard, classify, replay,
+ * continue or stop).
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import type * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import * as Budget from "../Budget.js"
+import * as Classification from "../Classification.js"
+import * as FleetLimits from "../FleetLimits.js"
+import * as Generation from "../Generation.js"
+import * as HookError from "../HookError.js"
+import * as Pacing from "../Pacing.js"
+import * as Policy from "../Policy.js"
+import * as Provider from "../Provider.js"
+import type * as ProviderFailure from "../ProviderFailure.js"
+import * as RecoveryErrorFamily from "../RecoveryError.js"
+import * as RecoveryExhausted from "../RecoveryExhausted.js"
+import * as RecoveryNotifications from "../RecoveryNotifications.js"
+import * as Telemetry from "../RecoveryTelemetry.js"
+import * as Resumption from "../Resumption.js"
+import * as TransportError from "../TransportError.js"
+import { Accumulator } from "./attempt.js"
+
+type RecoveryError = RecoveryErrorFamily.RecoveryError
+
+/** @internal */
+export interface Hooks<R> {
+  readonly beforeGeneration?: Effect.Effect<void, unknown, R> | undefined
+  readonly onChunk?:
+    | ((event: Generation.GenerationEvent, attempt: number) => Effect.Effect<void, unknown, R>)
+    | undefined
+  readonly afterGeneration?: ((reply: Generation.Reply) => Effect.Effect<void, unknown, R>) | undefined
+}
+
+/** @internal */
+export interface Options<R> {
+  readonly hooks?: Hooks<R> | undefined
+  readonly earlyBreakOnToolCall?: boolean | undefined
+  readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
+}
+
+/**
+ * A generation as recovery runs it: opened once per attempt, in the attempt's scope, it sends the request (reserving
+ * the send through `Budget.reserve`) and returns the pull of its events.
+ *
+ * @internal
+ */
+export type Open<E, R> = Effect.Effect<Provider.Pull<E>, E, R | Scope.Scope>
+
+/**
+ * Whether failed attempts may be replayed in the current fiber (`Recovery.currentReplay`).
+ *
+ * @internal
+ */
+export const currentReplay: FiberRef.FiberRef<boolean> = FiberRef.unsafeMake(true)
+
+const A = Telemetry.Attribute
+const N = RecoveryNotifications.Notification
+
+type AttemptError = ProviderFailure.ProviderFailure | HookError.HookError | Budget.BudgetExhausted
+
+/** The next attempt continues the response of the one before it, and adds to what it had surfaced. */
+interface Pending {
+  readonly continuation: Resumption.Continuation
+  readonly responseId: string
+  readonly acc: Accumulator
+}
+
+/** What one attempt led to, decided inside its span. */
+type Decision =
+  | { readonly _tag: "Commit"; readonly reply: Generation.Reply }
+  | { readonly _tag: "Stop"; readonly error: AttemptError; readonly stop: Effect.Effect<never, RecoveryError> }
+  | {
+    readonly _tag: "Retry"
+    readonly error: AttemptError
+    readonly delay: Duration.Duration
+    readonly failedAt: bigint
+  }
+  | {
+    readonly _tag: "Resume"
+    readonly error: AttemptError
+    readonly delay: Duration.Duration
+    readonly failedAt: bigint
+    readonly pending: Pending
+  }
+
+/**
+ * Runs one reply: `beforeGeneration`, the attempts, then the commit told and `afterGeneration`, in the reply's span,
+ * within the enclosing scope's {@link Budget.Budget} (or a new one).
+ *
+ * @internal
+ */
+export const reply = <E extends AttemptError, R, RH>(
+  open: Open<E, R>,
+  options: Options<RH>,
+  meters: Telemetry.Meters
+): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH> =>
+  Effect.gen(function*() {
+    const allowance = yield* Budget.enclosingOrNew
+    const run = new ReplyRun<RH>(
+      open as Open<AttemptError, never>,
+      options,
+      meters,
+      allowance,
+      yield* FiberRef.get(currentReplay),
+      yield* Policy.PolicySettings,
+      yield* RecoveryNotifications.RecoveryNotifications,
+      yield* FleetLimits.FleetLimits,
+      yield* Pacing.Pacing
+    )
+    return yield* run.run().pipe(
+      Effect.onInterrupt(() => run.abandon()),
+      Effect.provideService(Budget.Budget, allowance),
+      Effect.provideService(Resumption.Resumption, run),
+      Effect.withSpan(Telemetry.SpanName.reply, { attributes: options.spanAttributes ?? {}, captureStackTrace: false })
+    )
+  }) as Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH>
+
+/**
+ * The wait before the next attempt: `delay` counted from `since`, the moment the failed attempt's failure was observed
+ * (`Clock`, nanoseconds). What recovery did since is inside the wait, not added to it; a wait that is already over is
+ * not begun (docs/recovery.md, "When the wait starts").
+ */
+const waitFrom = (delay: Duration.Duration, since: bigint): Effect.Effect<void> =>
+  Effect.flatMap(leftOf(delay, since), (left) => Duration.isZero(left) ? Effect.void : Effect.sleep(left))
+
+/** What is left now of `delay` counted from `since` (`Clock`, nanoseconds); zero once it is over. */
+const leftOf = (delay: Duration.Duration, since: bigint): Effect.Effect<Duration.Duration> =>
+  Effect.map(Clock.currentTimeNanos, (now) => {
+    const left = Duration.unsafeToNanos(delay) - (now - since)
+    return left > 0n ? Duration.nanos(left) : Duration.zero
+  })
+
+/** A cancel of a response left behind waits at most this long for the server's answer. */
+const cancelBound = Duration.seconds(2)
+
+/** The end of a failed attempt's run decided by the fleet, for a resend inside an attempt that it refused. */
+interface FleetStop {
+  readonly reason: RecoveryExhausted.Reason
+  readonly retryAfter?: Duration.Duration
+}
+
+/**
+ * One reply's state: its settings read once, the errors of its failed attempts, the backoff's schedule, and the
+ * background response it reads, if its provider offered one (it is the reply's `Resumption` service).
+ */
+class ReplyRun<RH> implements Resumption.Service {
+  readonly silent: boolean
+  planner: Policy.Planner | undefined = undefined
+  readonly errors: Array<ProviderFailure.ProviderFailure> = []
+  /** Physical sends made by this reply (the budget's count is shared with nested scopes). */
+  attemptsOfReply = 0
+  /** Characters of preview the last failed attempt had shown (for the exhaustion and `Failed`). */
+  lastShown: number | undefined = undefined
+  /** Why the fleet stopped a resend inside an attempt: recovery ends with this reason instead of the budget's. */
+  fleetStop: FleetStop | undefined = undefined
+  /** The response the current attempt reads, when its provider offered one that can outlive the connection. */
+  live: Resumption.Resumable | undefined = undefined
+  pending: Pending | undefined = undefined
+
+  constructor(
+    readonly open: Open<AttemptError, never>,
+    readonly options: Options<RH>,
+    readonly meters: Telemetry.Meters,
+    readonly allowance: Budget.Allowance,
+    readonly replay: boolean,
+    readonly policy: Policy.Settings,
+    readonly notifications: RecoveryNotifications.Service,
+    readonly fleet: FleetLimits.Service,
+    readonly pacing: Pacing.Service
+  ) {
+    this.silent = RecoveryNotifications.isSilent(notifications)
+  }
+
+  notify(notification: RecoveryNotifications.Notification): Effect.Effect<void> {
+    return this.notifications.notify(notification)
+  }
+
+  /** `Resumption.Service`: the provider's offer of the response the current attempt reads. */
+  readonly offer = (resumable: Resumption.Resumable): Effect.Effect<void> =>
+    Effect.sync(() => {
+      this.live = resumable
+    })
+
+  /** The reply: `beforeGeneration`, its attempts, then its commit told. */
+  run(): Effect.Effect<Generation.Reply, RecoveryError, RH> {
+    const self = this
+    return Effect.gen(function*() {
+      const before = self.options.hooks?.beforeGeneration
+      if (before !== undefined) {
+        yield* Effect.mapError(before, (cause) => new HookError.HookError({ hook: "beforeGeneration", cause }))
+      }
+      const reply = yield* self.attempts()
+      yield* self.notify(N.Committed({ reply }))
+      yield* Metric.increment(self.meters.committed)
+      yield* Effect.annotateCurrentSpan(replyAttributes(reply))
+      const after = self.options.hooks?.afterGeneration
+      if (after !== undefined) {
+        yield* Effect.mapError(after(reply), (cause) => new HookError.HookError({ hook: "afterGeneration", cause }))
+      }
+      return reply
+    })
+  }
+
+  /** The attempts, one after another, until one commits or recovery stops. */
+  attempts(): Effect.Effect<Generation.Reply, RecoveryError, RH> {
+    const self = this
+    return Effect.gen(function*() {
+      while (true) {
+        if (self.fleet !== FleetLimits.unlimited) {
+          // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
+          // the send waits out a pause the fleet is in.
+          const beyond = yield* self.waitForFleet(
+            yield* (self.attemptsOfReply === 0 ? self.fleet.deposit : self.fleet.paused)
+          )
+          if (Option.isSome(beyond)) {
+            yield* self.abandon()
+            return yield* self.exhausted("RetryAfterBeyondDeadline", beyond.value)
+          }
+        }
+        yield* self.pacing.admit
+        const decision = yield* self.attempt()
+        switch (decision._tag) {
+          case "Commit":
+            self.live = undefined
+            return decision.reply
+          case "Stop":
+            yield* self.abandon()
+            return yield* decision.stop
+          case "Retry": {
+            const wait = waitFrom(decision.delay, decision.failedAt)
+            // the response left behind is cancelled during the wait, which it does not lengthen
+            if (self.resumableNow() === undefined) {
+              self.live = undefined
+              yield* wait
+            } else {
+              yield* Effect.all([self.abandon(), wait], { concurrency: 2, discard: true })
+            }
+            break
+          }
+          case "Resume":
+            self.pending = decision.pending
+            yield* waitFrom(decision.delay, decision.failedAt)
+        }
+      }
+    })
+  }
+
+  /**
+   * One attempt in its span: the generation opened and read in the attempt's scope, then what follows decided in the
+   * span. A failed attempt's span fails with the attempt's own error.
+   */
+  attempt(): Effect.Effect<Decision, never, RH> {
+    const resumed = this.pending
+    this.pending = undefined
+    // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
+    if (resumed === undefined) this.live = undefined
+    const open: Open<AttemptError, never> = resumed === undefined
+      ? this.open
+      : Provider.fromStream(resumed.continuation.stream) as Open<AttemptError, never>
+    const attempt = new AttemptRun<RH>(this, resumed)
+    return withAttemptSpan(
+      { [A.maxAttempts]: this.allowance.settings.maxAttempts },
+      Effect.flatMap(Effect.exit(attempt.read(open)), (exit) => attempt.decide(exit))
+    )
+  }
+
+  exhausted(
+    reason: RecoveryExhausted.Reason,
+    retryAfter?: Duration.Duration
+  ): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, errors, lastShown } = self
+      const error = new RecoveryExhausted.RecoveryExhausted({
+        reason,
+        attempts: yield* allowance.used,
+        maxAttempts: allowance.settings.maxAttempts,
+        elapsed: yield* allowance.elapsed,
+        errors: [...errors],
+        ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
+        ...(retryAfter === undefined ? {} : { retryAfter }),
+        ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
+      })
+      yield* self.notify(N.Exhausted({ error }))
+      yield* Metric.increment(self.meters.exhaustions(reason))
+      yield* Effect.annotateCurrentSpan({ [A.exhaustedReason]: reason, [A.attempts]: self.attemptsOfReply })
+      return yield* Effect.fail(error)
+    })
+  }
+
+  /** Recovery ends with the fleet's reason when the fleet stopped a resend, otherwise with the budget's. */
+  budgetStop(error: Budget.BudgetExhausted): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> {
+    const fleetStop = this.fleetStop
+    return fleetStop === undefined
+      ? this.exhausted(error.reason)
+      : this.exhausted(fleetStop.reason, fleetStop.retryAfter)
+  }
+
+  /** A failure surfaced unchanged: told (`Failed`), counted and put on the span. */
+  surface<A extends RecoveryError>(error: A): Effect.Effect<never, A> {
+    const self = this
+    return Effect.gen(function*() {
+      yield* self.notify(N.Failed({ error, partialOutputChars: self.lastShown ?? 0 }))
+      yield* Metric.increment(self.meters.surfaced(error._tag))
+      yield* Effect.annotateCurrentSpan({
+        [A.attempts]: self.attemptsOfReply,
+        [A.errorClass]: Telemetry.errorClass(error)
+      })
+      return yield* Effect.fail(error)
+    })
+  }
+
+  /**
+   * Waits out the fleet's pause, announcing each wait, before the next send. Returns the pause left when it would end
+   * past the deadline (nothing is waited then).
+   */
+  waitForFleet(first: Option.Option<FleetLimits.Pause>): Effect.Effect<Option.Option<Duration.Duration>> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, fleet } = self
+      let pause = first
+      while (Option.isSome(pause)) {
+        const { remaining, status } = pause.value
+        const now = yield* Clock.currentTimeNanos
+        const nanos = Option.getOrElse(Duration.toNanos(remaining), () => allowance.deadlineAt - now)
+        if (now + nanos >= allowance.deadlineAt) return Option.some(remaining)
+        yield* self.notify(N.FleetPaused({
+          attempt: (yield* allowance.used) + 1,
+          delay: remaining,
+          status,
+          remainingTime: Duration.nanos(allowance.deadlineAt - now)
+        }))
+        yield* Effect.sleep(remaining)
+        pause = yield* fleet.paused
+      }
+      return Option.none()
+    })
+  }
+
+  /**
+   * A Retry-After pauses the fleet until it is over counted from the failure, as this reply's own wait is, so the
+   * pause ends with that wait.
+   */
+  pushback(error: AttemptError, failedAt: bigint): Effect.Effect<void> {
+    return TransportError.isTransportError(error) && error.retryAfter !== undefined
+      ? Effect.flatMap(
+        leftOf(error.retryAfter, failedAt),
+        (delay) => this.fleet.pushback(error.status === undefined ? { delay } : { delay, status: error.status })
+      )
+      : Effect.void
+  }
+
+  /** The fleet's checks for a resend inside an attempt (a capability fallback): a replay for the fleet. */
+  resend(): Effect.Effect<void, Budget.BudgetExhausted> {
+    const self = this
+    return Effect.gen(function*() {
+      if (self.fleet === FleetLimits.unlimited) return
+      const withdrawal = yield* self.fleet.withdraw
+      const beyond = withdrawal.allowed ? yield* self.waitForFleet(yield* self.fleet.paused) : Option.none()
+      if (withdrawal.allowed && Option.isNone(beyond)) return
+      self.fleetStop = Option.match(beyond, {
+        onNone: (): FleetStop => ({ reason: "FleetBudget" }),
+        onSome: (retryAfter): FleetStop => ({ reason: "RetryAfterBeyondDeadline", retryAfter })
+      })
+      return yield* Budget.deadlineReached(self.allowance)
+    })
+  }
+
+  resumableNow(): Resumption.Resumable | undefined {
+    const live = this.live
+    return live !== undefined && !live.settled() && live.responseId() !== undefined ? live : undefined
+  }
+
+  /**
+   * A response recovery leaves behind (it replays, gives up or is interrupted) is cancelled on the server, once: it
+   * would go on running and billing. Not a generation attempt; its failure is told, not raised. Uninterruptible, so
+   * that an interruption does not stop it halfway (nothing would cancel the response again), and bounded: the cancel
+   * itself is interruptible by its timeout, so a server that never answers holds reprise at most {@link cancelBound}.
+   */
+  abandon(): Effect.Effect<void> {
+    const self = this
+    return Effect.uninterruptible(Effect.gen(function*() {
+      const resumable = self.resumableNow()
+      self.live = undefined
+      if (resumable === undefined) return
+      const responseId = resumable.responseId()!
+      // A fiber of its own, bounded by its own timeout: an interruption of the reply reaches neither the cancel nor its
+      // timeout, and the wait for it ends within the bound.
+      const cancelling = yield* Effect.forkDaemon(
+        Effect.interruptible(resumable.cancel).pipe(
+          Effect.timeoutFail({
+            duration: cancelBound,
+            onTimeout: () =>
+              new TransportError.TransportError({
+                reason: "Timeout",
+                detail: `the cancel of ${responseId} had no answer within ${Duration.format(cancelBound)}`
+              })
+          }),
+          Effect.either
+        )
+      )
+      const result = yield* Fiber.join(cancelling)
+      yield* self.notify(N.ResponseCancelled({ responseId, error: Either.isLeft(result) ? result.left : undefined }))
+      yield* Metric.increment(self.meters.cancels(Either.isLeft(result) ? "failed" : "cancelled"))
+    }))
+  }
+
+  /**
+   * The wait before the next attempt, a replay or a continuation: the policy's backoff (none for an immediate
+   * continuation) lengthened by Retry-After, never begun when it would end past the deadline, withdrawn from the
+   * fleet's retry budget, then told (`RetryScheduled`, with `resume` for a continuation). Left: recovery ends instead,
+   * with that exhaustion.
+   */
+  scheduleNext(next: {
+    readonly attempt: number
+    readonly remainingAttempts: number
+    readonly retryAfter: Option.Option<Duration.Duration>
+    readonly immediate: boolean
+    readonly resume?: RecoveryNotifications.Resume | undefined
+  }): Effect.Effect<Either.Either<Duration.Duration, Effect.Effect<never, RecoveryError>>> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, meters } = self
+      let wait: Policy.Wait = { delay: Duration.zero, source: "backoff" }
+      if (!next.immediate) {
+        if (self.planner === undefined) self.planner = yield* Policy.planner(Policy.backoff(self.policy))
+        const backoff = yield* self.planner.next
+        if (Option.isNone(backoff)) return Either.left(self.exhausted("Attempts"))
+        wait = Policy.lengthen(backoff.value, next.retryAfter)
+      }
+      const now = yield* Clock.currentTimeNanos
+      const waitNanos = Option.getOrElse(Duration.toNanos(wait.delay), () => allowance.deadlineAt)
+      if (now + waitNanos >= allowance.deadlineAt) {
+        return Either.left(
+          wait.source === "retry-after"
+            ? self.exhausted("RetryAfterBeyondDeadline", wait.delay)
+            : self.exhausted("Deadline")
+        )
+      }
+      const withdrawal = yield* self.fleet.withdraw
+      if (!withdrawal.allowed) return Either.left(self.exhausted("FleetBudget"))
+      yield* Effect.annotateCurrentSpan({
+        [A.outcome]: next.resume === undefined ? "retried" : "resumed",
+        [A.retryDelayMs]: Duration.toMillis(wait.delay),
+        [A.retryDelaySource]: wait.source,
+        ...(next.resume === undefined ? {} : { [A.responseId]: next.resume.responseId })
+      })
+      yield* self.notify(N.RetryScheduled({
+        nextAttempt: next.attempt + 1,
+        delay: wait.delay,
+        delaySource: wait.source,
+        remainingAttempts: next.remainingAttempts,
+        remainingTime: Duration.nanos(allowance.deadlineAt - now),
+        ...(next.resume === undefined ? {} : { resume: next.resume })
+      }))
+      yield* Metric.update(meters.retryDelay(wait.source), Duration.toMillis(wait.delay))
+      if (wait.source === "retry-after") yield* Metric.increment(meters.retryAfterWaits)
+      return Either.right(wait.delay)
+    })
+  }
+
+  /** A failed attempt's preview discarded: told, counted and put on its span. */
+  discarded(attempt: number, acc: Accumulator, error: AttemptError): Effect.Effect<void> {
+    const self = this
+    return Effect.gen(function*() {
+      yield* self.notify(
+        N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+      )
+      yield* Metric.increment(self.meters.discards)
+    })
+  }
+
+  /**
+   * The next attempt when it continues the failed attempt's response: scheduled like a replay (the policy's wait,
+   * lengthened by Retry-After, within the deadline, debited from the fleet), except that nothing is discarded.
+   * `undefined`: the response cannot be continued, and the failure goes the usual way.
+   */
+  resumeOf(
+    resumable: Resumption.Resumable,
+    attempt: number,
+    acc: Accumulator,
+    error: ProviderFailure.ProviderFailure,
+    failedAt: bigint
+  ): Effect.Effect<Decision | undefined> {
+    const self = this
+    return Effect.gen(function*() {
+      const verdict = Classification.classify(error)
+      const remainingAttempts = yield* self.allowance.remainingAttempts
+      if (remainingAttempts === 0) return undefined
+      const next = resumable.continuation({
+        error,
+        retryable: verdict._tag === "Retryable",
+        remainingAttempts,
+        shownText: acc.text,
+        shownReasoning: acc.reasoning
+      })
+      if (Option.isNone(next)) return undefined
+      const continuation = next.value
+      const responseId = resumable.responseId()!
+      yield* self.pushback(error, failedAt)
+      yield* Effect.annotateCurrentSpan({
+        ...Telemetry.failureAttributes(error),
+        [A.retryable]: verdict._tag === "Retryable"
+      })
+      self.errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+      const scheduled = yield* self.scheduleNext({
+        attempt,
+        remainingAttempts,
+        retryAfter: verdict._tag === "Retryable" ? verdict.retryAfter : Option.none(),
+        immediate: continuation.immediate,
+        resume: {
+          responseId,
+          fromSequence: continuation.fromSequence,
+          mode: continuation.mode,
+          keptChars: acc.text.length,
+          error
+        }
+      })
+      if (Either.isLeft(scheduled)) {
+        // Recovery ends here after all: what the attempt kept is discarded with it, as when a replay cannot be made.
+        yield* self.discarded(attempt, acc, error)
+        yield* Effect.annotateCurrentSpan({ [A.discardedChars]: acc.text.length, [A.outcome]: "surfaced" })
+        return { _tag: "Stop", error, stop: scheduled.left } as const
+      }
+      return { _tag: "Resume", error, delay: scheduled.right, failedAt, pending: { continuation, responseId, acc } }
+    })
+  }
+}
+
+/**
+ * One attempt: its accumulator (the preview, or the kept preview of the response it continues), the number of its
+ * send once reserved, and when its failure was observed.
+ */
+class AttemptRun<RH> {
+  readonly acc: Accumulator
+  readonly onChunk: Hooks<RH>["onChunk"]
+  /**
+   * Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per event
+   * (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
+   */
+  readonly quiet: boolean
+  attempt: number | undefined = undefined
+  debitedAt: bigint | undefined = undefined
+  failedAt: bigint | undefined = undefined
+
+  constructor(readonly reply: ReplyRun<RH>, readonly resumed: Pending | undefined) {
+    this.acc = resumed?.acc ?? new Accumulator(reply.options.earlyBreakOnToolCall === true)
+    this.onChunk = reply.options.hooks?.onChunk
+    this.quiet = this.onChunk === undefined && reply.silent
+  }
+
+  /**
+   * The attempt's sends (`Budget.CurrentSends`): the first one starts the attempt; a further one (a capability
+   * fallback's resend) passes the fleet's checks first. Each is debited from the reply's budget.
+   */
+  readonly sends: Budget.Sends = {
+    reserve: Effect.suspend(() =>
+      this.attempt === undefined ? this.start() : Effect.zipRight(this.reply.resend(), this.reply.allowance.reserve)
+    )
+  }
+
+  /** The attempt's first send reserved: it starts (`AttemptStarted`, or `AttemptResumed` for a continuation). */
+  start(): Effect.Effect<number, Budget.BudgetExhausted> {
+    const self = this
+    return Effect.gen(function*() {
+      const { reply, resumed } = self
+      const attempt = yield* reply.allowance.reserve
+      self.attempt = attempt
+      self.debitedAt = yield* Clock.currentTimeNanos
+      reply.attemptsOfReply++
+      yield* Metric.increment(reply.meters.attempts)
+      const maxAttempts = reply.allowance.settings.maxAttempts
+      if (resumed === undefined) {
+        yield* reply.notify(N.AttemptStarted({ attempt, maxAttempts }))
+      } else {
+        const { fromSequence, mode } = resumed.continuation
+        yield* reply.notify(
+          N.AttemptResumed({ attempt, maxAttempts, responseId: resumed.responseId, fromSequence, mode })
+        )
+        yield* Metric.increment(reply.meters.resumes(mode))
+        yield* Effect.annotateCurrentSpan({
+          [A.responseId]: resumed.responseId,
+          [A.resumeFrom]: fromSequence,
+          [A.resumeMode]: mode
+        })
+      }
+      return attempt
+    })
+  }
+
+  /** A run that shows an event or ends before reserving (a stream that is not a provider) is charged then. */
+  charged(): Effect.Effect<number, Budget.BudgetExhausted> {
+    return Effect.suspend(() => this.attempt === undefined ? this.start() : Effect.succeed(this.attempt))
+  }
+
+  /**
+   * The generation opened and read to its end, in the attempt's scope, with the attempt's sends: each chunk recorded
+   * and surfaced. A failure is stamped with the moment it was seen ({@link seen}).
+   */
+  read(open: Open<AttemptError, never>): Effect.Effect<void, AttemptError, RH> {
+    const self = this
+    return Effect.gen(function*() {
+      const pull = yield* Effect.tapError(open, (error) => self.seen(error))
+      while (true) {
+        const next = yield* Effect.either(pull)
+        if (Either.isLeft(next)) {
+          if (Option.isNone(next.left)) return
+          yield* self.seen(next.left.value)
+          return yield* Effect.fail(next.left.value)
+        }
+        yield* self.onEvents(next.right)
+      }
+    }).pipe(
+      Effect.scoped,
+      Effect.provideService(Budget.CurrentSends, this.sends)
+    )
+  }
+
+  /**
+   * When the failure was observed: the provider's `observedAt` if it falls within this attempt (after its send was
+   * debited, and not in the future), otherwise now. The wait before the next attempt is counted from here.
+   */
+  seen(error: AttemptError): Effect.Effect<void> {
+    return Effect.map(Clock.currentTimeNanos, (now) => {
+      const observed = "observedAt" in error ? error.observedAt : undefined
+      const debitedAt = this.debitedAt
+      this.failedAt ??= observed !== undefined && debitedAt !== undefined && observed >= debitedAt && observed < now
+        ? observed
+        : now
+    })
+  }
+
+  onEvents(events: Chunk.Chunk<Generation.GenerationEvent>): Effect.Effect<void, AttemptError, RH> {
+    const acc = this.acc
+    if (this.quiet && this.attempt !== undefined) {
+      for (const event of events) acc.add(event)
+      return Effect.void
+    }
+    return Effect.flatMap(this.charged(), (attempt) =>
+      this.quiet
+        ? Effect.sync(() => {
+          for (const event of events) acc.add(event)
+        })
+        : Effect.forEach(events, (event) => this.surfaced(event, attempt), { discard: true }))
+  }
+
+  surfaced(event: Generation.GenerationEvent, attempt: number): Effect.Effect<void, HookError.HookError, RH> {
+    const acc = this.acc
+    if (!acc.add(event)) return Effect.void
+    const preview = this.reply.notify(N.Preview({ attempt, event }))
+    const onChunk = this.onChunk
+    if (onChunk === undefined) return preview
+    return Effect.zipRight(
+      preview,
+      Effect.suspend(() => {
+        acc.effectful = true
+        return Effect.mapError(
+          onChunk(event, attempt),
+          (cause) => new HookError.HookError({ hook: "onChunk", attempt, cause })
+        )
+      })
+    )
+  }
+
+  /** What follows from the read's exit: a commit, or the failure's decision. A defect or an interruption goes on. */
+  decide(exit: Exit.Exit<void, AttemptError>): Effect.Effect<Decision, never, RH> {
+    if (Exit.isFailure(exit)) {
+      const failure = Cause.failureOrCause(exit.cause)
+      if (Either.isRight(failure)) return Effect.failCause(failure.right)
+      return Effect.zipRight(this.seen(failure.left), this.failed(failure.left))
+    }
+    return Effect.matchEffect(this.charged(), {
+      onFailure: (error) => Effect.zipRight(this.seen(error), this.failed(error)),
+      onSuccess: () => {
+        if (this.acc.finish !== undefined) return this.committed()
+        const premature = new TransportError.TransportError({
+          reason: "PrematureEof",
+          detail: "the stream ended without the protocol's terminal event"
+        }, { disableValidation: true })
+        return Effect.zipRight(this.seen(premature), this.failed(premature))
+      }
+    })
+  }
+
+  /** A completed attempt, committed. */
+  committed(): Effect.Effect<Decision> {
+    const { acc, reply } = this
+    const finish = acc.finish!
+    const committed = new Generation.Reply({
+      text: acc.text,
+      reasoning: acc.reasoning,
+      reasoningParts: acc.reasoningParts,
+      toolCalls: acc.toolCalls,
+      finishReason: finish.reason,
+      providerFinishReason: finish.providerReason,
+      usage: Option.fromNullable(acc.usage),
+      attempts: reply.attemptsOfReply
+    })
+    return Effect.as(
+      Effect.annotateCurrentSpan({
+        [A.attempt]: this.attempt!,
+        [A.outcome]: "committed",
+        ...replyAttributes(committed)
+      }),
+      { _tag: "Commit", reply: committed }
+    )
+  }
+
+  /** What follows a failed attempt: surfaced, exhausted, continued or replayed. */
+  failed(error: AttemptError): Effect.Effect<Decision> {
+    const self = this
+    const { reply, acc } = this
+    return Effect.gen(function*() {
+      const failedAt = self.failedAt!
+      const attempt = self.attempt
+      if (attempt === undefined) {
+        // Nothing was sent: no attempt was left, or the request was refused before its send. Nothing to replay.
+        reply.lastShown = 0
+        yield* Effect.annotateCurrentSpan({ ...Telemetry.failureAttributes(error), [A.outcome]: "unsent" })
+        const stop = Budget.isBudgetExhausted(error)
+          ? reply.budgetStop(error)
+          : reply.surface(
+            HookError.isHookError(error)
+              ? error
+              : RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: 0 })
+          )
+        return { _tag: "Stop", error, stop } as const
+      }
+      yield* Effect.annotateCurrentSpan(A.attempt, attempt)
+      reply.lastShown = acc.text.length
+      const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
+      const resumable = reply.replay ? reply.resumableNow() : undefined
+      if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
+        const resume = yield* reply.resumeOf(resumable, attempt, acc, error, failedAt)
+        if (resume !== undefined) return resume
+      }
+      yield* reply.discarded(attempt, acc, error)
+      yield* Effect.annotateCurrentSpan({
+        ...Telemetry.failureAttributes(error),
+        [A.discardedChars]: acc.text.length,
+        [A.outcome]: "surfaced"
+      })
+      if (Budget.isBudgetExhausted(error)) return stop(reply.budgetStop(error))
+      if (HookError.isHookError(error)) return stop(reply.surface(error))
+      // Server pushback concerns every process on the key, whatever becomes of this failure.
+      yield* reply.pushback(error, failedAt)
+
+      const verdict = Classification.classify(error)
+      yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
+      const surfaced = (replayBlocked?: TransportError.ReplayBlocked) =>
+        stop(reply.surface(RecoveryErrorFamily.withAttemptFacts(error, {
+          partialOutputChars: acc.text.length,
+          ...(replayBlocked === undefined ? {} : { replayBlocked })
+        })))
+      if (verdict._tag === "Permanent") return surfaced()
+      if (!reply.replay) {
+        yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+        return surfaced()
+      }
+      if (acc.effectful) {
+        yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
+        return surfaced("ExternalEffects")
+      }
+      reply.errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+
+      const remainingAttempts = yield* reply.allowance.remainingAttempts
+      if (remainingAttempts === 0) return stop(reply.exhausted("Attempts"))
+      const scheduled = yield* reply.scheduleNext({
+        attempt,
+        remainingAttempts,
+        retryAfter: verdict.retryAfter,
+        immediate: false
+      })
+      return Either.isLeft(scheduled)
+        ? stop(scheduled.left)
+        : { _tag: "Retry", error, delay: scheduled.right, failedAt } as const
+    })
+  }
+}
+
+/**
+ * `body` in an attempt span of its own, ended with the attempt's outcome: a commit succeeds, a failed attempt's span
+ * fails with the attempt's own error, and a defect or an interruption ends it with that.
+ */
+const withAttemptSpan = <R>(
+  attributes: Record<string, unknown>,
+  body: Effect.Effect<Decision, never, R>
+): Effect.Effect<Decision, never, R> =>
+  Effect.acquireUseRelease(
+    Effect.makeSpan(Telemetry.SpanName.attempt, { attributes, captureStackTrace: false }),
+    (span) => Effect.withParentSpan(body, span),
+    (span, exit) =>
+      Effect.flatMap(spanExit(exit), (ended) =>
+        Effect.flatMap(endTime, (now) =>
+          Effect.sync(() => {
+            if (span.status._tag !== "Ended") span.end(now, ended)
+          })))
+  )
+
+const spanExit = (exit: Exit.Exit<Decision, unknown>): Effect.Effect<Exit.Exit<unknown, unknown>> =>
+  Exit.isFailure(exit)
+    ? Effect.succeed(exit)
+    : exit.value._tag === "Commit"
+    ? Effect.succeed(Exit.void)
+    // failed as `Effect.fail` fails, which captures the current span (the reply's) in the error
+    : Effect.exit(Effect.fail(exit.value.error))
+
+/** The time a span ends at: the `Clock`'s, when the tracer's timing is on. */
+const endTime: Effect.Effect<bigint> = Effect.flatMap(
+  FiberRef.get(FiberRef.currentTracerTimingEnabled),
+  (timing) => timing ? Clock.currentTimeNanos : Effect.succeed(0n)
+)
+
+/** The reply's facts on its span. */
+export const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
+  [A.attempts]: reply.attempts,
+  [A.finishReasons]: [reply.finishReason],
+  [A.committedChars]: reply.text.length,
+  [A.toolCalls]: reply.toolCalls.length,
+  ...Option.match(reply.usage, {
+    onNone: () => ({}),
+    onSome: (usage) => ({ [A.inputTokens]: usage.inputTokens, [A.outputTokens]: usage.outputTokens })
+  })
+})
