@@ -272,7 +272,7 @@ const attempt = (...events: Array<Generation.GenerationEvent>): Attempt => Strea
 const scriptedProvider = (script: ReadonlyArray<Attempt>) =>
   Effect.gen(function*() {
     const requests = yield* Ref.make<ReadonlyArray<Generation.GenerationRequest>>([])
-    const service: Provider.Service = {
+    const service: Provider.Service = Provider.makeFromStream({
       protocol: "scripted",
       stream: (request) =>
         Stream.unwrap(Effect.gen(function*() {
@@ -280,7 +280,7 @@ const scriptedProvider = (script: ReadonlyArray<Attempt>) =>
           const n = yield* Ref.modify(requests, (sent) => [sent.length, [...sent, request]] as const)
           return n < script.length ? script[n] : Stream.dieMessage(`unscripted send ${n + 1}`)
         }))
-    }
+    })
     return { layer: Layer.succeed(Provider.Provider, service), requests }
   })
 
