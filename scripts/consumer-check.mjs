@@ -1,16 +1,29 @@
 #!/usr/bin/env node
-// Proof that a user can install reprise: packs every workspace package (after `npm run build`), installs the
-// tarballs into a fresh project in a temporary directory together with `effect` and the @effect packages from the
-// registry, and there, in plain Node (no tsx, no loader):
-//   1. checks what each tarball ships (dist, src, README, LICENSE; no tests, no tsconfig) and that every public
-//      module imports while `internal/*` stays closed;
-//   2. type-checks the programs of examples/ under module nodenext, strict, exactOptionalPropertyTypes, and a
+// Proof that a user can install reprise: packs every workspace package (after `npm run build`), runs the install
+// lines of the docs in fresh projects in a temporary directory, and there, in plain Node (no tsx, no loader):
+//   1. checks what each tarball ships (dist, src, README, LICENSE; no tests, no tsconfig);
+//   2. runs every documented install line (see "Install lines" below) against the registry, each file's lines in a
+//      fresh project, and checks that each project holds one copy of `effect`, of the 3.x line; then completes
+//      README.md's project (the app) with what the examples need, and checks that every public module imports while
+//      `internal/*` stays closed;
+//   3. type-checks the programs of examples/ under module nodenext, strict, exactOptionalPropertyTypes, and a
 //      file of deliberate type errors that must be rejected;
-//   3. runs them: the README's layer composition (examples/recovery.ts) against `reprise simulate` with a cut
+//   4. runs them: the README's layer composition (examples/recovery.ts) against `reprise simulate` with a cut
 //      stream, `Chat.step` with a tool and a JSONL transcript, an @effect/ai program over `@reprise/ai` (a Chat
 //      turn with a tool and a replay), and a TestClock test with `node --test`;
-//   4. runs the installed `reprise --version`, `reprise demo` and `reprise chat` against `reprise simulate`.
+//   5. runs the `reprise` of packages/cli/README.md's global install: `--version`, `reprise demo`, and `reprise chat`
+//      against `reprise simulate`.
 // Every child process has a time limit; the whole check prints one line per step and exits 1 on the first failure.
+//
+// Install lines: every line that starts with `npm install ` inside a ```sh fence (its ``` at the start of a line) of
+// README.md, packages/*/README.md or docs/*.md. A line is plain words (no quotes, no `&&`, no redirection) and runs as
+// written, with two substitutions, because the registry does not hold reprise's packages: each `@reprise/<name>`
+// becomes the path of that package's tarball, and the tarballs of the `@reprise/*` peers the line does not name are
+// added (npm would fetch those from the registry). README.md's lines install into the app the rest of the check uses.
+// Every other file's lines run, in order, in an empty project of its own, with `--package-lock-only`: npm resolves the
+// whole tree against the registry (where a peer conflict is an ERESOLVE) without unpacking node_modules that nothing
+// else uses. A `--global` line installs for real, under a prefix inside the work directory: its `reprise` is the
+// binary step 5 runs.
 import { execFileSync, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -29,7 +42,8 @@ const app = Path.join(work, "app")
 const tarballs = Path.join(work, "tarballs")
 const started = Date.now()
 
-const step = (text) => process.stdout.write(`consumer-check: ${text}\n`)
+const step = (text) =>
+  process.stdout.write(`consumer-check: ${text} (${((Date.now() - started) / 1000).toFixed(1)} s)\n`)
 const fail = (text) => {
   process.stderr.write(`consumer-check: FAILED: ${text}\n(work directory kept: ${work})\n`)
   process.exit(1)
@@ -65,7 +79,7 @@ const mustRun = async (what, command, args, options) => {
   return result
 }
 
-/** Starts `reprise simulate` from the installed package and resolves with its base URLs once it listens. */
+/** Starts `reprise simulate` from the global install and resolves with its base URLs once it listens. */
 const simulate = (script) =>
   new Promise((resolve) => {
     const scriptFile = Path.join(work, `script-${Date.now()}.json`)
@@ -113,42 +127,147 @@ for (const pack of packed) {
   step(`packed ${pack.filename} (${pack.entryCount} files, ${(pack.unpackedSize / 1024).toFixed(0)} KB unpacked)`)
 }
 
-// --- 2. install into a fresh project ------------------------------------------------------------------------
+// --- 2. the documented install lines, each file's in a fresh project -------------------------------------------
+
+const tarballOf = new Map(packed.map((p) => [p.name, Path.join(tarballs, p.filename)]))
+const peersOf = new Map(workspaces.map(({ manifest }) => [manifest.name, Object.keys(manifest.peerDependencies ?? {})]))
+
+/** The install lines of one Markdown file, in order: lines starting with `npm install ` in its ```sh fences. */
+const installLines = (file) => {
+  const lines = []
+  let fence = undefined // the info string of the fence the line is in
+  for (const line of Fs.readFileSync(Path.join(root, file), "utf8").split("\n")) {
+    const marker = /^```(.*)$/.exec(line)
+    if (marker !== null) fence = fence === undefined ? marker[1].trim() : undefined
+    else if (fence === "sh" && line.startsWith("npm install ")) lines.push(line.trimEnd())
+  }
+  return lines
+}
+
+/** A documented line as the check runs it: npm's arguments, the reprise names replaced by tarballs (see the top). */
+const substitute = (line) => {
+  expect(/^[\w@^~.:/=-]+( +[\w@^~.:/=-]+)*$/.test(line), `an install line is plain words: ${line}`)
+  const words = line.split(/ +/).slice(1)
+  const named = new Set(words.filter((w) => w.startsWith("@reprise/")))
+  for (const name of named) expect(tarballOf.has(name), `${line}: no workspace package ${name}`)
+  const peers = new Set()
+  const addPeers = (name) => {
+    for (const peer of peersOf.get(name) ?? []) {
+      if (peer.startsWith("@reprise/") && !named.has(peer) && !peers.has(peer)) {
+        peers.add(peer)
+        addPeers(peer)
+      }
+    }
+  }
+  for (const name of named) addPeers(name)
+  return [
+    ...words.map((w) => tarballOf.get(w) ?? w),
+    ...[...peers].map((name) => tarballOf.get(name)),
+    "--no-audit",
+    "--no-fund"
+  ]
+}
+
+const documents = [
+  "README.md",
+  ...workspaces.map(({ dir }) => `${dir}/README.md`),
+  ...Fs.readdirSync(Path.join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)
+].map((file) => ({ file, lines: installLines(file) })).filter((d) => d.lines.length > 0)
+expect(documents[0]?.file === "README.md", "README.md has no install line")
+
+const globalPrefix = Path.join(work, "global")
+const emptyProject = (dir) => {
+  Fs.mkdirSync(dir, { recursive: true })
+  Fs.writeFileSync(Path.join(dir, "package.json"), JSON.stringify({ name: "fresh", private: true }, null, 2))
+}
+
+/** The versions of every copy of `effect` in the project at `dir`, from its package-lock.json. */
+const effectInLock = (dir) =>
+  Object.entries(JSON.parse(Fs.readFileSync(Path.join(dir, "package-lock.json"), "utf8")).packages)
+    .filter(([path]) => path === "node_modules/effect" || path.endsWith("/node_modules/effect"))
+    .map(([, entry]) => entry.version)
+
+/** The versions of every copy of `effect` under the global prefix. */
+const effectInGlobal = async () => {
+  const listed = await run("npm", ["ls", "effect", "--all", "--json", "--global"], {
+    env: { npm_config_prefix: globalPrefix }
+  })
+  const versions = []
+  const walk = (node) => {
+    for (const [name, child] of Object.entries(node.dependencies ?? {})) {
+      if (name === "effect" && child.version !== undefined) versions.push(child.version)
+      walk(child)
+    }
+  }
+  walk(JSON.parse(listed.stdout || "{}"))
+  return versions
+}
+
+/**
+ * Runs one file's install lines in `dir`, then checks the copies of `effect` the project holds: one, of the 3.x
+ * line (a global install: every copy of the 3.x line). With `resolveOnly`, a local line runs with
+ * `--package-lock-only`: npm resolves the whole tree (where a peer conflict is an ERESOLVE) and writes the lock,
+ * without unpacking node_modules that nothing else in the check uses.
+ */
+const installAs = async ({ file, lines }, dir, resolveOnly) => {
+  let global = false
+  for (const line of lines) {
+    const args = substitute(line)
+    const isGlobal = args.includes("--global") || args.includes("-g")
+    global ||= isGlobal
+    await mustRun(`${file}: ${line}`, "npm", [
+      "install",
+      ...args,
+      ...(resolveOnly && !isGlobal ? ["--package-lock-only"] : [])
+    ], {
+      cwd: dir,
+      env: isGlobal ? { npm_config_prefix: globalPrefix } : {},
+      timeoutMs: 300_000
+    })
+  }
+  const versions = global ? await effectInGlobal() : effectInLock(dir)
+  expect(versions.length > 0, `${file}: no copy of effect after ${lines.join("; ")}`)
+  expect(versions.every((v) => v.startsWith("3.")), `${file}: effect ${versions.join(", ")} is not the 3.x line`)
+  expect(global || versions.length === 1, `${file}: expected one copy of effect, found ${versions.length}`)
+  const how = resolveOnly && !global ? "resolved" : "installed"
+  step(`${file}: ${lines.map((l) => JSON.stringify(l)).join(", ")} ${how}; effect ${[...new Set(versions)]}`)
+}
 
 Fs.mkdirSync(Path.join(app, "src"), { recursive: true })
 Fs.writeFileSync(
   Path.join(app, "package.json"),
   JSON.stringify({ name: "reprise-consumer", private: true, type: "module" }, null, 2)
 )
-const registry = [
-  "effect",
-  "@effect/platform",
-  "@effect/platform-node",
-  "@effect/experimental",
-  "@effect/cli",
-  "@effect/ai",
-  "@effect/rpc"
-]
+// README.md's lines in the app, the other files' lines two at a time beside it (npm spends most of its time waiting)
+const others = documents.slice(1)
+const installs = [installAs(documents[0], app, false)]
+const lanes = Array.from({ length: 2 }, async () => {
+  for (let doc = others.shift(); doc !== undefined; doc = others.shift()) {
+    const dir = Path.join(work, "projects", doc.file.replaceAll("/", "-").replace(/\.md$/, ""))
+    emptyProject(dir)
+    await installAs(doc, dir, true)
+  }
+})
+await Promise.all([...installs, ...lanes])
+const reprise = Path.join(globalPrefix, "bin", "reprise")
+expect(Fs.existsSync(reprise), `no install line installs the reprise binary globally (${reprise})`)
+
+// What the examples and the module probe use beyond README.md's lines: every other package, with the versions of
+// the peers table (the root package.json's devDependencies).
+const registry = ["@effect/experimental", "@effect/cli", "@effect/ai", "@effect/rpc", "@types/node"]
   .map((name) => `${name}@${rootPackage.devDependencies[name]}`)
+const readmeWords = new Set(documents[0].lines.flatMap((line) => line.split(/ +/)))
+const rest = packed.map((p) => p.name).filter((name) => !readmeWords.has(name))
 await mustRun(
-  "npm install",
+  "npm install (the rest of the app)",
   "npm",
-  [
-    "install",
-    "--no-audit",
-    "--no-fund",
-    "--prefer-offline",
-    ...packed.map((p) => Path.join(tarballs, p.filename)),
-    ...registry,
-    `@types/node@${rootPackage.devDependencies["@types/node"]}`
-  ],
+  ["install", "--no-audit", "--no-fund", "--prefer-offline", ...rest.map((name) => tarballOf.get(name)), ...registry],
   { timeoutMs: 300_000 }
 )
 const effectCopies = (await run("npm", ["ls", "effect", "--all", "--parseable"])).stdout.trim().split("\n")
   .filter((line) => line.length > 0)
 expect(effectCopies.length === 1, `expected one copy of effect, found ${effectCopies.length}:\n${effectCopies}`)
-step(`installed the tarballs with ${registry.join(", ")}: one copy of effect`)
-const reprise = Path.join(app, "node_modules/.bin/reprise")
+step(`the app completed with ${[...rest, ...registry].join(", ")}: one copy of effect`)
 
 // Every public module imports from plain Node; internal modules are not exported.
 const imports = workspaces.flatMap(({ dir, manifest }) =>
@@ -172,7 +291,7 @@ Fs.writeFileSync(Path.join(app, "probe.mjs"), probe)
 const probed = await mustRun("importing every public module", "node", ["probe.mjs"])
 step(`plain node imports all ${probed.stdout.trim()} public modules; internal/* is not exported`)
 
-// --- 3. type-check and run the examples ------------------------------------------------------------------------
+// --- 3 and 4. type-check and run the examples -----------------------------------------------------------------
 
 for (const file of Fs.readdirSync(Path.join(root, "examples")).filter((f) => f.endsWith(".ts"))) {
   Fs.copyFileSync(Path.join(root, "examples", file), Path.join(app, "src", file))
@@ -286,14 +405,14 @@ step("examples/effect-ai.js (@effect/ai over RecoveringLanguageModel): the tool 
 await mustRun("node --test build/retry-after.test.js", "node", ["--test", "build/retry-after.test.js"])
 step("examples/retry-after.test.ts: a TestClock test against the simulator passes under node --test")
 
-// --- 4. the installed binary ------------------------------------------------------------------------------------
+// --- 5. the binary of the global install ----------------------------------------------------------------------
 
 const version = await mustRun("reprise --version", reprise, ["--version"])
 const cliVersion = workspaces.find((w) => w.manifest.name === "@reprise/cli").manifest.version
 expect(version.stdout.trim() === cliVersion, `reprise --version printed ${JSON.stringify(version.stdout)}`)
 const demo = await mustRun("reprise demo", reprise, ["demo"], { timeoutMs: 120_000 })
 expect(/Every step behaved as described\./.test(demo.stdout), `reprise demo:\n${demo.stdout}`)
-step("the installed reprise demo passes every step")
+step("the globally installed reprise demo passes every step")
 
 const served = await simulate({
   routes: { anthropic: { steps: [{ kind: "status", status: 529 }, { kind: "stream", reply: { text: "Installed." } }] } }
@@ -313,7 +432,7 @@ const chat = await mustRun("reprise chat", reprise, [
 served.stop()
 expect(chat.stdout === "Installed.\n", `reprise chat printed ${JSON.stringify(chat.stdout)}`)
 expect(/attempt 1\/11 failed \(HTTP 529\)/.test(chat.stderr), `reprise chat stderr: ${chat.stderr}`)
-step("the installed reprise chat against reprise simulate: a 529 replayed, the answer on stdout")
+step("the globally installed reprise chat against reprise simulate: a 529 replayed, the answer on stdout")
 
 if (!keep) Fs.rmSync(work, { recursive: true, force: true })
 step(`all checks passed in ${((Date.now() - started) / 1000).toFixed(1)} s`)

@@ -27,6 +27,7 @@ import * as Overflow from "@reprise/core/Overflow"
 import * as Policy from "@reprise/core/Policy"
 import * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
+import * as RecoveryError from "@reprise/core/RecoveryError"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as TransportError from "@reprise/core/TransportError"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
@@ -44,12 +45,12 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
 import { AttemptParts } from "./internal/attemptParts.js"
-
-/** How many committed replies' reasoning parts a model remembers for `Chat` histories (see `PromptMapping.Recall`). */
-const maxRemembered = 256
 import * as PromptMapping from "./PromptMapping.js"
 import * as RecoveryAiError from "./RecoveryAiError.js"
 import * as ResponseMapping from "./ResponseMapping.js"
+
+/** How many committed replies' reasoning parts a model remembers for `Chat` histories (see `PromptMapping.Recall`). */
+const maxRemembered = 256
 
 /**
  * What `streamText` shows before an attempt commits. `@effect/ai` has no part that retracts output, so:
@@ -133,24 +134,20 @@ interface Endpoint {
   readonly urlParams: ReadonlyArray<readonly [string, string]>
 }
 
-// The context each LanguageModel of this module was built in, for `turn`.
-const builtIn = new WeakMap<LanguageModel.Service, Context.Context<never>>()
+const LayerBudgetSettings: unique symbol = Symbol.for("@reprise/ai/RecoveringLanguageModel/LayerBudgetSettings")
+
+/** A `LanguageModel` of this module: with the budget settings of the context it was built in, for {@link turn}. */
+interface Built extends LanguageModel.Service {
+  readonly [LayerBudgetSettings]: Budget.Settings
+}
+
+const isBuilt = (service: LanguageModel.Service): service is Built => LayerBudgetSettings in service
 
 const unbound = Context.get(Context.empty(), RecoveryNotifications.RecoveryNotifications)
 
 type Item =
   | { readonly _tag: "Part"; readonly part: Response.StreamPartEncoded }
   | { readonly _tag: "Notify"; readonly notification: RecoveryNotifications.Notification }
-
-/** The failure that ended an attempt which had shown output nobody can retract, as recovery marks such a failure. */
-const blocked = (error: TransportError.TransportError, partialOutputChars: number): TransportError.TransportError => {
-  const { _tag, ...fields } = error
-  return new TransportError.TransportError({
-    ...(fields as ConstructorParameters<typeof TransportError.TransportError>[0]),
-    partialOutputChars,
-    replayBlocked: "ExternalEffects"
-  })
-}
 
 const build = (
   provider: Provider.Service,
@@ -254,7 +251,10 @@ const build = (
                 // Nobody can take back what this attempt showed: the stream fails, and the recovery fiber waits
                 // here, never sending again, until the stream's scope interrupts it.
                 const failure = RecoveryAiError.fromRecoveryError(
-                  blocked(error, n.discardedText.length),
+                  RecoveryError.withAttemptFacts(error, {
+                    partialOutputChars: n.discardedText.length,
+                    replayBlocked: "ExternalEffects"
+                  }),
                   origin("streamText", attempts)
                 )
                 return Effect.zipRight(Queue.offer(queue, Take.fail(failure)), Effect.never)
@@ -296,10 +296,10 @@ const build = (
       )
     })))
 
-  return Effect.map(LanguageModel.make({ generateText, streamText }), (service) => {
-    builtIn.set(service, layerContext)
-    return service
-  })
+  return Effect.map(
+    LanguageModel.make({ generateText, streamText }),
+    (service): Built => ({ ...service, [LayerBudgetSettings]: Context.get(layerContext, Budget.BudgetSettings) })
+  )
 }
 
 /**
@@ -405,7 +405,10 @@ export const turn = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E,
   const scoped: Effect.Effect<A, E, Exclude<R, Budget.Budget>> = Budget.scoped(self)
   return Effect.contextWithEffect((caller: Context.Context<never>) => {
     const model = Context.getOption(caller, LanguageModel.LanguageModel)
-    const built = (Option.isSome(model) ? builtIn.get(model.value) : undefined) ?? Context.empty()
+    // the caller's settings win over those the model was built with, which win over the defaults
+    const built = Option.isSome(model) && isBuilt(model.value)
+      ? Context.make(Budget.BudgetSettings, model.value[LayerBudgetSettings])
+      : Context.empty()
     const settings: Budget.Settings = Context.get(Context.merge(built, caller), Budget.BudgetSettings)
     return Effect.provideService(scoped, Budget.BudgetSettings, settings)
   })

@@ -114,7 +114,9 @@ export const fromRecoveryError = (error: Recovery.RecoveryError, origin: Origin)
   return mapped
 }
 
-// The attempts of a failure that does not carry them itself (anything but an exhaustion), for `facts`.
+// Kept beside the errors this module made, for `facts(error).attempts`: the sends a failed reply made, which a user
+// reads to report or bound its retries. An exhaustion carries them itself; for any other failure neither the `AiError`
+// (its schemas have no field for them) nor its `cause` (the reprise error itself, handed back unchanged) can carry them.
 const attemptsOf = new WeakMap<object, number>()
 
 const mapError = (error: Recovery.RecoveryError, origin: Origin): AiError.AiError => {

@@ -530,6 +530,32 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel against
         fresh
       ))
 
+    it.effect("turn: the layer's Budget bounds the whole turn when the caller provides none", () =>
+      Effect.gen(function*() {
+        const sim = yield* Simulator.Simulator
+        yield* script("openai-chat", {
+          steps: [
+            { kind: "stream", reply: { toolCalls: [{ id: "call_1", name: "record", arguments: { line: "x" } }] } },
+            { kind: "status", status: 503 },
+            { kind: "stream", reply: { text: "never sent" } }
+          ]
+        })
+        const handlers = yield* tools
+        const chat = yield* Chat.empty
+        const exit = yield* RecoveringLanguageModel.turn(Effect.gen(function*() {
+          yield* chat.generateText({ prompt: "record x", toolkit: Tools })
+          return yield* chat.generateText({ prompt: [], toolkit: Tools })
+        })).pipe(Effect.provide(handlers.layer), Effect.exit)
+        const facts = Option.getOrThrow(RecoveryAiError.facts(failureOf(exit) as AiError.AiError))
+        assert.strictEqual((facts.error as any).reason, "Attempts")
+        assert.strictEqual(facts.attempts, 2)
+        assert.strictEqual(yield* sim.count("openai-chat"), 2)
+      }).pipe(
+        Effect.provide(model("openai-chat").pipe(Layer.provide(Budget.layer({ maxAttempts: 2 })))),
+        Effect.provide(exactBackoff),
+        fresh
+      ))
+
     it.effect("Recovery.disabled where the call runs: a cut stream surfaces after one attempt", () =>
       Effect.gen(function*() {
         const sim = yield* Simulator.Simulator
