@@ -32,6 +32,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Range from "./Range.js"
 
 /**
  * The limits a new scope starts with.
@@ -271,35 +272,15 @@ export const reserve: Effect.Effect<number, BudgetExhausted, Budget> = Effect.fl
   (sends) => sends === undefined ? Effect.flatMap(Budget, (allowance) => allowance.reserve) : sends.reserve
 )
 
-/**
- * A range, in the shape `Config.validate` takes: the same object checks a value read from the environment (as a
- * `ConfigError`) and one given in code (as a `RangeError`), with the same message.
- */
-interface Rule<A> {
-  readonly message: string
-  readonly validation: (a: A) => boolean
-}
-
-const atLeastOneAttempt: Rule<number> = { message: "must be at least 1", validation: (n) => n >= 1 }
-
-const positiveDeadline: Rule<Duration.Duration> = {
+const positiveDeadline: Range.Rule<Duration.Duration> = {
   message: "must be a positive number of seconds",
   validation: (d) => Duration.isFinite(d) && Duration.greaterThan(d, Duration.zero)
 }
 
 /** Text gives seconds, kept in whole milliseconds: what rounds to 0 ms is refused rather than rounded up. */
-const atLeastOneMillisecond: Rule<Duration.Duration> = {
+const roundsToOneMillisecond: Range.Rule<Duration.Duration> = {
   message: "must be at least 0.001 seconds (1 ms)",
   validation: (d) => Math.round(Duration.toMillis(d)) >= 1
-}
-
-/** What `Config.integer` guarantees text and a number in code may lack. */
-const wholeNumber: Rule<number> = { message: "must be a whole number", validation: Number.isInteger }
-
-const check = <A>(name: string, value: A, shown: string, rules: ReadonlyArray<Rule<A>>): void => {
-  for (const rule of rules) {
-    if (!rule.validation(value)) throw new RangeError(`${name} ${rule.message}, got ${shown}`)
-  }
 }
 
 /**
@@ -313,8 +294,8 @@ const check = <A>(name: string, value: A, shown: string, rules: ReadonlyArray<Ru
  * @category settings
  */
 export const validateSettings = (settings: Settings): Settings => {
-  check("maxAttempts", settings.maxAttempts, String(settings.maxAttempts), [wholeNumber, atLeastOneAttempt])
-  check("deadline", settings.deadline, Duration.format(settings.deadline), [positiveDeadline])
+  Range.check("maxAttempts", settings.maxAttempts, String(settings.maxAttempts), [Range.wholeNumber, Range.atLeastOne])
+  Range.check("deadline", settings.deadline, Duration.format(settings.deadline), [positiveDeadline])
   return settings
 }
 
@@ -351,7 +332,7 @@ export const deadlineVariable = "REPRISE_DEADLINE"
  * @category config
  */
 export const maxAttemptsConfig: Config.Config<number> = Config.integer(maxAttemptsVariable).pipe(
-  Config.validate(atLeastOneAttempt),
+  Config.validate(Range.atLeastOne),
   Config.withDefault(defaultSettings.maxAttempts)
 )
 
@@ -365,7 +346,7 @@ export const maxAttemptsConfig: Config.Config<number> = Config.integer(maxAttemp
 export const deadlineConfig: Config.Config<Duration.Duration> = Config.number().pipe(
   Config.map((seconds) => Duration.millis(seconds * 1000)),
   Config.validate(positiveDeadline),
-  Config.validate(atLeastOneMillisecond),
+  Config.validate(roundsToOneMillisecond),
   Config.map((deadline) => Duration.millis(Math.round(Duration.toMillis(deadline)))),
   // nested last, so that the variable names every failure above, the mapped ones too
   Config.nested(deadlineVariable),

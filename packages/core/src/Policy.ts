@@ -29,6 +29,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as ScheduleDecision from "effect/ScheduleDecision"
 import * as Intervals from "effect/ScheduleIntervals"
+import * as Range from "./Range.js"
 
 /**
  * @since 0.1.0
@@ -130,7 +131,7 @@ export const layer = (settings: Partial<Settings>): Layer.Layer<never> =>
 
 const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
   Config.integer(name).pipe(
-    Config.validate({ message: "must be >= 0 ms", validation: (n) => n >= 0 }),
+    Config.validate(Range.nonNegativeMilliseconds),
     Config.map(Duration.millis),
     Config.withDefault(fallback)
   )

@@ -107,3 +107,8 @@ export * as Transcript from "./Transcript.js"
  * @since 0.1.0
  */
 export * as FleetLimits from "./FleetLimits.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Range from "./Range.js"

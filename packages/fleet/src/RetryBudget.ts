@@ -22,6 +22,7 @@
  *
  * @since 0.1.0
  */
+import * as Range from "@reprise/core/Range"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 
@@ -157,11 +158,11 @@ export const count = (
  */
 export const config: Config.Config<Settings> = Config.all({
   ratio: Config.number("REPRISE_FLEET_RATIO").pipe(
-    Config.validate({ message: "must be a number >= 0", validation: (n) => Number.isFinite(n) && n >= 0 }),
+    Config.validate(Range.nonNegative),
     Config.withDefault(defaultSettings.ratio)
   ),
   floor: Config.number("REPRISE_FLEET_FLOOR").pipe(
-    Config.validate({ message: "must be a number >= 0", validation: (n) => Number.isFinite(n) && n >= 0 }),
+    Config.validate(Range.nonNegative),
     Config.withDefault(defaultSettings.floor)
   ),
   window: Config.integer("REPRISE_FLEET_WINDOW").pipe(

@@ -24,13 +24,13 @@
  *
  * @since 0.1.0
  */
+import * as Range from "@reprise/core/Range"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import * as Ranges from "./internal/ranges.js"
 
 /**
  * The four wire protocols.
@@ -214,7 +214,7 @@ export const baseUrlProblem = (s: string): string | undefined => {
 const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
   Config.integer().pipe(
     Config.map(Duration.millis),
-    Config.validate(Ranges.positiveTimeout),
+    Config.validate(Range.positiveTimeout),
     // nested last, so that the variable names the failure of the mapped value too
     Config.nested(name),
     Config.withDefault(fallback)
@@ -273,7 +273,7 @@ export const idleTimeoutConfig: Config.Config<Duration.Duration> = millis(idleTi
  * @category config
  */
 export const maxReplyBytesConfig: Config.Config<number> = Config.integer(maxReplyBytesVariable).pipe(
-  Config.validate(Ranges.atLeastOne),
+  Config.validate(Range.atLeastOne),
   Config.withDefault(defaultMaxReplyBytes)
 )
 

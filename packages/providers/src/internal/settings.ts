@@ -6,10 +6,10 @@
  *
  * @internal
  */
+import * as Range from "@reprise/core/Range"
 import * as Duration from "effect/Duration"
 import type * as Redacted from "effect/Redacted"
 import * as ProviderOptions from "../ProviderOptions.js"
-import * as Ranges from "./ranges.js"
 import { makeScrub } from "./redaction.js"
 
 /**
@@ -33,12 +33,12 @@ export interface Settings {
 // given in code is also checked for what the environment's parser guarantees (a whole number, a finite duration).
 const timeout = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
   const duration = input === undefined ? fallback : Duration.decode(input)
-  return Ranges.check(name, duration, Duration.format(duration), [Ranges.finiteDuration, Ranges.positiveTimeout])
+  return Range.check(name, duration, Duration.format(duration), [Range.finiteDuration, Range.positiveTimeout])
 }
 
 const count = (name: string, input: number | undefined, fallback: number) => {
   const value = input ?? fallback
-  return Ranges.check(name, value, String(value), [Ranges.wholeNumber, Ranges.atLeastOne])
+  return Range.check(name, value, String(value), [Range.wholeNumber, Range.atLeastOne])
 }
 
 /** @internal */
