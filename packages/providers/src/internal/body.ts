@@ -50,6 +50,9 @@ interface Handle {
   readonly finish: () => void
 }
 
+// The handle of each pull made here. The pull stays a plain `Effect`, so that `sse.ts` reads every body through one
+// type, and the handle is found by it: an idle timeout then ends a wait with no watchdog fiber per stream, and a
+// finished body is read to its end so that its connection is kept.
 const handles = new WeakMap<Pull, Handle>()
 
 /**

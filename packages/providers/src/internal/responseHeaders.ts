@@ -2,8 +2,8 @@
  * What reprise reads from a response's headers: the server's retry hints (`retry-after-ms`, `Retry-After`,
  * `x-should-retry`), the request id, and a `content-encoding` the client cannot decode.
  *
- * Moved out of `internal/http.ts` when it was split by concept. Failures read these facts (`failure.ts`); the send
- * reads the encoding of a success and the request id in-band errors carry (`send.ts`).
+ * Failures read these facts (`failure.ts`); the send reads the encoding of a success and the request id in-band
+ * errors carry (`send.ts`).
  *
  * @internal
  */
@@ -13,22 +13,12 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 
-const read = new WeakMap<HttpClientResponse.HttpClientResponse, Headers.Headers>()
-
 /**
- * The response's headers, read once per response: the undici client of @effect/platform-node builds them again on
- * every read of `response.headers` (docs/performance.md, fix 32).
+ * The response's headers.
  *
  * @internal
  */
-export const headersOf = (response: HttpClientResponse.HttpClientResponse): Headers.Headers => {
-  let headers = read.get(response)
-  if (headers === undefined) {
-    headers = response.headers
-    read.set(response, headers)
-  }
-  return headers
-}
+export const headersOf = (response: HttpClientResponse.HttpClientResponse): Headers.Headers => response.headers
 
 /**
  * A header's value, unless it is absent or empty.

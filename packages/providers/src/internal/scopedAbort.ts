@@ -7,8 +7,8 @@
  * scope also closes when the attempt is done, as soon as its protocol's terminal event has been read. The body's last
  * bytes (`data: [DONE]`, the chunked encoding's end) may not have reached undici yet; aborting then closes the
  * connection, and the next request opens another (for a real provider, a TLS handshake). The body read in the scope
- * takes the abort over, so that its release can let those bytes arrive first (`body.ts`, fix 34 of
- * docs/performance.md); until then, and for a send whose body is never read that way, closing the scope aborts, as
+ * takes the abort over, so that its release can let those bytes arrive first and the connection is kept for the next
+ * request (`body.ts`); until then, and for a send whose body is never read that way, closing the scope aborts, as
  * `withScope` does.
  *
  * The platform's client takes a scoped request's controller from a map of its own, made with `GlobalValue` under a
@@ -25,7 +25,9 @@ import * as Effect from "effect/Effect"
 import * as GlobalValue from "effect/GlobalValue"
 import * as Scope from "effect/Scope"
 
-// the platform's map (`internal/httpClient.ts`): the controller of a scoped request, read when the request is sent
+// The platform's map (`internal/httpClient.ts`): the controller of a scoped request, read when the request is sent.
+// Written here as `withScope` writes it, so that a committed reply's connection is kept rather than aborted (no new
+// connection, and for a real provider no TLS handshake, per reply).
 const scopedRequests = GlobalValue.globalValue(
   "@effect/platform/HttpClient/scopedRequests",
   () => new WeakMap<HttpClientRequest.HttpClientRequest, AbortController>()
@@ -37,9 +39,11 @@ interface Abort {
   taken: boolean
 }
 
-// each scope's latest scoped send
+// Each scope's latest scoped send, where the body read in that scope finds it ({@link take}); weak, so that a scope
+// that is gone takes nothing with it.
 const aborts = new WeakMap<Scope.Scope, Abort>()
 
+// Each client's scoped form, made once per client rather than once per send.
 const scoped = new WeakMap<
   HttpClient.HttpClient,
   HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>
