@@ -8,6 +8,7 @@
 import { afterAll, assert, layer } from "@effect/vitest"
 import * as Output from "@reprise/cli/Output"
 import * as Render from "@reprise/cli/Render"
+import * as Chat from "@reprise/core/Chat"
 import * as Generation from "@reprise/core/Generation"
 import { Notification } from "@reprise/core/RecoveryNotifications"
 import * as TransportError from "@reprise/core/TransportError"
@@ -382,6 +383,7 @@ layer(Layer.empty)("Render, background responses", (it) => {
         yield* notify(resumed("stream"))
         yield* notify(delta(2, " world"))
         yield* notify(Notification.Committed({ reply }))
+        yield* render.commit(Chat.Commit.Reply({ reply, message: reply.message }))
       }).pipe(Effect.provide(capture.layer))
       assert.strictEqual(capture.stdout(), "Hello\r\u001b[KHello world\n")
       assert.strictEqual(

@@ -105,11 +105,10 @@ export const run = (
       ))
     const onCommit = (commit: Chat.Commit) =>
       Effect.gen(function*() {
+        yield* render.commit(commit)
         if (commit._tag === "Reply") {
           replies++
           const done = commit.reply.toolCalls.length === 0
-          yield* render.commit(commit.reply, done)
-          for (const call of commit.reply.toolCalls) yield* render.toolCall(call)
           if (done) {
             final = {
               opening: committed.slice(0, openingLength),
@@ -118,8 +117,6 @@ export const run = (
               replies
             }
           }
-        } else {
-          yield* render.toolResult(commit.message)
         }
       })
     const step = Chat.turn(history, prompt, {

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Chat from "@reprise/core/Chat"
 import * as Generation from "@reprise/core/Generation"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import { Notification } from "@reprise/core/RecoveryNotifications"
@@ -16,6 +17,9 @@ const reply = new Generation.Reply({
   usage: Option.none(),
   attempts: 2
 })
+
+/** What `Chat.step` reports once a reply is committed (the CLI's turn passes it to `Render.commit`). */
+const commitOf = (reply: Generation.Reply) => Chat.Commit.Reply({ reply, message: reply.message })
 
 const attemptsThenCommit = [
   Notification.AttemptStarted({ attempt: 1, maxAttempts: 11 }),
@@ -45,7 +49,7 @@ const play = (mode: Render.Mode, isTTY: boolean) =>
     yield* Effect.gen(function*() {
       const render = yield* Render.make(mode)
       for (const n of attemptsThenCommit) yield* render.notifications.notify(n)
-      yield* render.commit(reply, true)
+      yield* render.commit(commitOf(reply))
     }).pipe(Effect.provide(capture.layer))
     return { stdout: capture.stdout(), stderr: capture.stderr() }
   })
@@ -90,7 +94,7 @@ describe("Render", () => {
     Effect.gen(function*() {
       const capture = Output.makeCapture(false)
       const truncated = new Generation.Reply({ ...reply, finishReason: "length", providerFinishReason: "length" })
-      yield* Effect.flatMap(Render.make("plain"), (render) => render.commit(truncated, true)).pipe(
+      yield* Effect.flatMap(Render.make("plain"), (render) => render.commit(commitOf(truncated))).pipe(
         Effect.provide(capture.layer)
       )
       assert.strictEqual(capture.stdout(), "Hello there\n")
@@ -164,7 +168,7 @@ const replayOn = (columns: number, rows: number, shown: ReadonlyArray<string>, s
       yield* render.notifications.notify(started(2))
       yield* render.notifications.notify(delta(2, "Hello there"))
       yield* render.notifications.notify(Notification.Committed({ reply }))
-      yield* render.commit(reply, true)
+      yield* render.commit(commitOf(reply))
     }).pipe(Effect.provide(screen.layer))
     return screen.writes
   })
@@ -362,7 +366,7 @@ describe("Render on a terminal that can be redrawn", () => {
           const render = yield* Render.make("json")
           for (const n of attemptsThenCommit) yield* render.notifications.notify(n)
           yield* TestClock.adjust(5000)
-          yield* render.commit(reply, true)
+          yield* render.commit(commitOf(reply))
         }).pipe(Effect.provide(capture.layer))
       }
       assert.strictEqual(onTerminal.stdout(), piped.stdout())
