@@ -18,6 +18,7 @@ import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import type * as Tool from "@reprise/core/Tool"
 import * as Transcript from "@reprise/core/Transcript"
+import type * as FleetOptions from "@reprise/fleet/FleetOptions"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -31,7 +32,7 @@ import * as Render from "./Render.js"
 import * as Sanitize from "./Sanitize.js"
 import type * as Settings from "./Settings.js"
 
-const fleetLayer = (fleet: Settings.Fleet | undefined) =>
+const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
   fleet === undefined ? Layer.empty : Layer.unwrapEffect(
     Effect.map(Effect.promise(() => import("@reprise/fleet/RedisFleet")), (RedisFleet) => RedisFleet.layer(fleet))
   )
