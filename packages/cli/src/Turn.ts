@@ -44,9 +44,10 @@ const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
  * This is the README's composition ("Composing the layers") with the values already read: `Settings.resolve` read
  * the attempts, the deadline, the backoff, the timeouts and the reply bound with the very Configs that
  * `Budget.layerConfig`, `Policy.layerConfig` and `HttpProvider.layerConfig` read (`Budget.config`, `Policy.config`,
- * `ProviderOptions.idleTimeoutConfig`, …), over the flags in front of the environment, and failed with a usage error
- * before anything was opened. Here they are provided as values (`Budget.layer`, `Policy.layer`), which is also how
- * `reprise demo` gives its own; no variable, default or range is declared in the CLI.
+ * `ProviderOptions.idleTimeoutConfig`, …), and the fleet's with `FleetOptions`' Configs, over the flags in front of
+ * the environment, and failed with a usage error before anything was opened. Here they are provided as values
+ * (`Budget.layer`, `Policy.layer`, `RedisFleet.layer`), which is also how `reprise demo` gives its own; no variable,
+ * default or range is declared in the CLI.
  *
  * @since 0.1.0
  * @category layers

@@ -381,7 +381,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       scope
     )
     // With Redis there, the layer is ready once it follows the pause (or failed to), so the first send need not ask;
-    // the wait shares `connectTimeout` with the connection, so building takes no longer than it did.
+    // the wait shares `connectTimeout` with the connection, so building never takes longer than `connectTimeout`.
     if (connected) {
       const left = Duration.toMillis(connectTimeout) - ((yield* Clock.currentTimeMillis) - buildStarted)
       if (left > 0) yield* Effect.interruptible(Deferred.await(synced)).pipe(Effect.timeout(left), Effect.ignore)
