@@ -295,26 +295,6 @@ const overFlags = <A, E, R>(
   )
 
 /**
- * `error` as the environment alone would have failed: without the missing data of the flags' map, which stands in
- * front of it.
- */
-const withoutFlagsMap = (error: ConfigError.ConfigError): ConfigError.ConfigError | undefined => {
-  switch (error._op) {
-    case "And":
-    case "Or": {
-      const left = withoutFlagsMap(error.left)
-      const right = withoutFlagsMap(error.right)
-      if (left === undefined || right === undefined) return left ?? right
-      return error._op === "And" ? ConfigError.And(left, right) : ConfigError.Or(left, right)
-    }
-    case "MissingData":
-      return undefined
-    default:
-      return error
-  }
-}
-
-/**
  * The fleet of `--fleet` and `--fleet-name` (or their variables), with the budget and the call timeout of the
  * fleet's variables: `FleetOptions`' Configs over the flags, in front of the environment.
  */
@@ -327,12 +307,18 @@ const resolveFleet = (
   if (Option.isSome(parsed.fleet)) given.set(FleetOptions.urlVariable, parsed.fleet.value)
   if (Option.isSome(parsed.fleetName)) given.set(FleetOptions.nameVariable, parsed.fleetName.value)
   return overFlags(given, (provider) => {
-    // a bad URL or name under its flag, whichever gave it; any other problem as Effect writes it
+    // A bad URL or name under its flag, whichever gave it; any other problem as Effect writes it, as the
+    // environment alone would have failed (without the flags' map missing the variable).
     const read = <A>(config: Config.Config<A>, flag?: string) =>
       Effect.mapError(Effect.withConfigProvider(config, provider), (error) => {
-        const problem = withoutFlagsMap(error) ?? error
+        const found = problems(error)
+        const first = found[0]
         return new UsageError({
-          detail: flag !== undefined && problem._op === "InvalidData" ? `${flag} ${problem.message}` : String(problem)
+          detail: first === undefined
+            ? String(error)
+            : flag !== undefined && first._op === "InvalidData"
+            ? `${flag} ${first.message}`
+            : found.map(String).join(" and ")
         })
       })
     return Effect.gen(function*() {
