@@ -101,6 +101,25 @@ describe("Render", () => {
       assert.strictEqual(capture.stderr(), "reprise: the reply is incomplete (finish reason length)\n")
     }))
 
+  it.effect("a committed reply reaches the output through commit only: the Committed notification writes nothing", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [Render.Mode, boolean]> = [["plain", false], ["tty", true], ["json", false]]
+      for (const [mode, isTTY] of cases) {
+        const capture = Output.makeCapture(isTTY)
+        const [before, after] = yield* Effect.gen(function*() {
+          const render = yield* Render.make(mode)
+          for (const n of attemptsThenCommit) yield* render.notifications.notify(n)
+          const before = capture.stdout() + capture.stderr()
+          yield* render.commit(commitOf(reply))
+          return [before, capture.stdout() + capture.stderr()] as const
+        }).pipe(Effect.provide(capture.layer))
+        const played = yield* play(mode, isTTY)
+        assert.strictEqual(after, played.stdout + played.stderr, mode)
+        assert.notInclude(before, "Hello there\n", mode)
+        assert.notInclude(before, "commit", mode)
+      }
+    }))
+
   it("retry notices name the failure briefly", () => {
     assert.strictEqual(
       Render.shortReason(ProviderFailure.fromInBandError({ type: "overloaded_error" })),
