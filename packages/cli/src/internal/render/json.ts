@@ -2,6 +2,8 @@
  * `--json` output: one JSON object per line on stdout for every event of the turn (`attempt`, `delta`, `discard`,
  * `retry`, `resume`, `cancel`, `fleet`, `tool_call`, `tool_result`, `commit`, `error`), and the notices on stderr as
  * in the other modes. Nothing is ever erased and no countdown is drawn, on a terminal too.
+ *
+ * @internal
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -11,7 +13,11 @@ import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
 import type * as Notices from "./notices.js"
 
-/** The `--json` renderer of one turn. */
+/**
+ * The `--json` renderer of one turn.
+ *
+ * @internal
+ */
 export const make = (
   output: Output.Service,
   sanitizer: Sanitize.Sanitizer,

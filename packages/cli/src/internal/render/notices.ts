@@ -2,6 +2,8 @@
  * The texts of the CLI's notices on stderr, one function per notice, whatever the output mode that writes it. Text
  * that came from the server (a reason, a response id, a tool's name) is scrubbed of the key and its control
  * characters escaped here, so no mode can forget to.
+ *
+ * @internal
  */
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
@@ -15,7 +17,11 @@ type Notification<Tag extends RecoveryNotifications.Notification["_tag"]> = Extr
   { readonly _tag: Tag }
 >
 
-/** A short reason for a retry notice: `HTTP 503`, `connection reset`, `timed out`, …. */
+/**
+ * A short reason for a retry notice: `HTTP 503`, `connection reset`, `timed out`, ….
+ *
+ * @internal
+ */
 export const shortReason = (error: unknown): string => {
   if (TransportError.isTransportError(error)) {
     switch (error.reason) {
@@ -42,17 +48,29 @@ export const shortReason = (error: unknown): string => {
   return ExitCode.classify(error).class
 }
 
-/** Seconds with one decimal: `1.0s`, `60.0s`. */
+/**
+ * Seconds with one decimal: `1.0s`, `60.0s`.
+ *
+ * @internal
+ */
 export const seconds = (delay: Duration.Duration): string => `${(Duration.toMillis(delay) / 1000).toFixed(1)}s`
 
-/** An attempt that failed and was discarded. */
+/**
+ * An attempt that failed and was discarded.
+ *
+ * @internal
+ */
 export interface Discarded {
   readonly attempt: number
   readonly chars: number
   readonly error: unknown
 }
 
-/** The notices of one turn, with the turn's sanitizer. */
+/**
+ * The notices of one turn, with the turn's sanitizer.
+ *
+ * @internal
+ */
 export interface Notices {
   /** Server text as a notice shows it: no key, no control characters. */
   readonly shown: (text: string) => string
@@ -89,7 +107,11 @@ export interface Notices {
 const retryAfter = (source: Notification<"RetryScheduled">["delaySource"]) =>
   source === "retry-after" ? " (server Retry-After)" : ""
 
-/** The notices, with server text scrubbed by `sanitizer`. */
+/**
+ * The notices, with server text scrubbed by `sanitizer`.
+ *
+ * @internal
+ */
 export const make = (sanitizer: Sanitize.Sanitizer): Notices => {
   // Server text in a notice: no key, no control characters.
   const shown = (text: string) => Sanitize.escapeControls(sanitizer.scrub(text))

@@ -1,6 +1,8 @@
 /**
  * `plain` output (stdout is not a terminal, no `--json`): stdout gets exactly the committed answer and one newline;
  * stderr gets the notices. No preview is shown.
+ *
+ * @internal
  */
 import * as Effect from "effect/Effect"
 import * as ExitCode from "../../ExitCode.js"
@@ -9,7 +11,11 @@ import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
 import type * as Notices from "./notices.js"
 
-/** The plain renderer of one turn. */
+/**
+ * The plain renderer of one turn.
+ *
+ * @internal
+ */
 export const make = (
   output: Output.Service,
   sanitizer: Sanitize.Sanitizer,

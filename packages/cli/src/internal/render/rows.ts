@@ -1,9 +1,15 @@
 /**
  * Redrawing a terminal: the escape sequences that erase what was written, and a count of the rows a preview took on
  * the screen, as the terminal wraps it, so that a discarded preview can be erased when all of it is still there.
+ *
+ * @internal
  */
 
-/** Clears the cursor's line and leaves the cursor in its first column. */
+/**
+ * Clears the cursor's line and leaves the cursor in its first column.
+ *
+ * @internal
+ */
 export const clearLine = "\r\u001b[K"
 
 /** Moves the cursor `rows` lines up, to the first column, and clears from there to the end of the screen. */
@@ -49,6 +55,8 @@ const cells = (char: string, code: number): number | undefined => {
  * Follows the cursor over what a preview writes, from the first column of a row, as the terminal wraps it: how many
  * rows down it went and whether it can still be told. Past the screen's height the first row has scrolled out of
  * reach and counting stops.
+ *
+ * @internal
  */
 export const makeRows = () => {
   let columns = 0

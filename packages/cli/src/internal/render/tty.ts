@@ -7,6 +7,8 @@
  * is still all on the screen is erased once its retry is scheduled, so the screen holds one answer, and a backoff
  * shows a countdown on stderr that the next attempt clears. A resumed background response keeps its preview: it is
  * erased for the notices of the resume, if it can be, and shown again when the continuation starts.
+ *
+ * @internal
  */
 import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as Clock from "effect/Clock"
@@ -20,7 +22,11 @@ import type * as Sanitize from "../../Sanitize.js"
 import type * as Notices from "./notices.js"
 import * as Rows from "./rows.js"
 
-/** The terminal renderer of one turn. */
+/**
+ * The terminal renderer of one turn.
+ *
+ * @internal
+ */
 export const make = (
   output: Output.Service,
   sanitizer: Sanitize.Sanitizer,
