@@ -190,7 +190,7 @@ export const run = Effect.scoped(Effect.gen(function*() {
     const facts: Facts = {
       requests: yield* simulator.count(route),
       exitCode,
-      text: turn.result._tag === "Right" ? turn.result.right.reply.text : undefined,
+      text: turn.result._tag === "Right" ? turn.result.right.text : undefined,
       fileLines
     }
     const problem = step.check(facts)

@@ -20,8 +20,11 @@
  *   `--backoff-max (10) must not be smaller than --backoff-base (20)`.
  *
  * A flag that is not a number at all is still the command-line parser's complaint (`'many' is not a integer`).
- * These settings used to be declared here a second time (variables, defaults and ranges, with messages of their
- * own), and an out-of-range variable was reported under its flag's name.
+ *
+ * The fleet's settings are read the same way, with the fleet's own Configs (`FleetOptions`): `--fleet` and
+ * `--fleet-name` in front of `REPRISE_FLEET_URL` and `REPRISE_FLEET_NAME`, and the budget's and the timeout's
+ * variables behind them, checked only when a fleet is named. A bad URL or name is reported under its flag, whichever
+ * gave it (`--fleet must start with redis:// or rediss:// (redis://HOST:PORT/DB), got http://…`).
  *
  * One setting is the CLI's own: `--background` ({@link backgroundConfig}, `REPRISE_BACKGROUND`), which asks for the
  * provider's background mode on every reply of a turn (`Chat.turn`'s `background`). A library caller sets that option
@@ -34,6 +37,7 @@ import * as Options from "@effect/cli/Options"
 import * as Budget from "@reprise/core/Budget"
 import * as Policy from "@reprise/core/Policy"
 import * as FleetAddress from "@reprise/fleet/FleetAddress"
+import * as FleetOptions from "@reprise/fleet/FleetOptions"
 import * as RetryBudget from "@reprise/fleet/RetryBudget"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Config from "effect/Config"
@@ -41,6 +45,7 @@ import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { UsageError } from "./ExitCode.js"
@@ -80,21 +85,11 @@ export interface Settings {
    * ignore it.
    */
   readonly background: boolean
-  /** The fleet this process shares its retry budget and pushback with (`--fleet`, `--fleet-name`), if any. */
-  readonly fleet?: Fleet | undefined
-}
-
-/**
- * A fleet to join: the options of `@reprise/fleet`'s `RedisFleet.layer`.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Fleet {
-  readonly url: string
-  readonly name: string
-  readonly budget: RetryBudget.Settings
-  readonly timeout: Duration.Duration
+  /**
+   * The fleet this process shares its retry budget and pushback with (`--fleet`, `--fleet-name`), if any: the
+   * options of `RedisFleet.layer`.
+   */
+  readonly fleet?: FleetOptions.Options | undefined
 }
 
 /**
@@ -179,6 +174,23 @@ const flag = (
   )
 
 /**
+ * A flag in front of a fleet variable: its value when given, `None` otherwise. The variable is read in
+ * {@link resolve}, by the fleet's own `Config`; the fallback here, never found, only tells @effect/cli (and its
+ * help: "This option can be set from environment variables") that the option has a variable.
+ */
+const fleetFlag = (name: string, description: string): Options.Options<Option.Option<string>> =>
+  Options.text(name).pipe(
+    Options.withFallbackConfig(
+      Config.mapOrFail(
+        Config.succeed(undefined),
+        () => Either.left(ConfigError.MissingData([], "read by Settings.resolve"))
+      )
+    ),
+    Options.optional,
+    Options.withDescription(description)
+  )
+
+/**
  * The command-line options of `chat` and `repl`.
  *
  * @since 0.1.0
@@ -247,16 +259,14 @@ export const options = {
     Options.withDescription("read the API key from this variable instead of OPENAI_API_KEY / ANTHROPIC_API_KEY")
   ),
   debug: Options.boolean("debug").pipe(Options.withDescription("print stack traces with errors")),
-  fleet: withEnv(Options.text("fleet"), Config.string("REPRISE_FLEET_URL")).pipe(
-    Options.optional,
-    Options.withDescription(
-      "share one retry budget and Retry-After pauses with other processes over Redis: redis://HOST:PORT/DB " +
-        "(env REPRISE_FLEET_URL; see docs/fleet.md)"
-    )
+  fleet: fleetFlag(
+    "fleet",
+    "share one retry budget and Retry-After pauses with other processes over Redis: redis://HOST:PORT/DB " +
+      `(env ${FleetOptions.urlVariable}; see docs/fleet.md)`
   ),
-  fleetName: withEnv(Options.text("fleet-name"), Config.string("REPRISE_FLEET_NAME")).pipe(
-    Options.optional,
-    Options.withDescription("the fleet to join (env REPRISE_FLEET_NAME; default: the base URL and a hash of the key)")
+  fleetName: fleetFlag(
+    "fleet-name",
+    `the fleet to join (env ${FleetOptions.nameVariable}; default: the base URL and a hash of the key)`
   )
 }
 
@@ -275,37 +285,59 @@ const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 /** Visible ASCII only: what an API key is made of, and what a header value can carry unchanged. */
 const headerSafe = /^[\x21-\x7e]+$/
 
+/** `read` with a `ConfigProvider` of the flags the user gave (`given`, by variable) in front of the environment's. */
+const overFlags = <A, E, R>(
+  given: Map<string, string>,
+  read: (provider: ConfigProvider.ConfigProvider) => Effect.Effect<A, E, R>
+) =>
+  Effect.configProviderWith((environment) =>
+    read(ConfigProvider.orElse(ConfigProvider.fromMap(given), () => environment))
+  )
+
 /**
- * The fleet of `--fleet` and `--fleet-name`, with the budget of `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`,
- * `REPRISE_FLEET_WINDOW` and the call timeout of `REPRISE_FLEET_TIMEOUT` (ms).
+ * The fleet of `--fleet` and `--fleet-name` (or their variables), with the budget and the call timeout of the
+ * fleet's variables: `FleetOptions`' Configs over the flags, in front of the environment.
  */
 const resolveFleet = (
   parsed: Parsed,
   baseUrl: string,
   apiKey: Redacted.Redacted<string>
-): Effect.Effect<Fleet | undefined, UsageError> =>
-  Effect.gen(function*() {
-    if (Option.isNone(parsed.fleet)) {
-      return Option.isSome(parsed.fleetName)
-        ? yield* fail("--fleet-name needs a fleet: pass --fleet redis://HOST:PORT/DB or set REPRISE_FLEET_URL")
-        : undefined
-    }
-    const url = parsed.fleet.value
-    const problem = FleetAddress.urlProblem(url)
-    if (problem !== undefined) {
-      return yield* fail(`--fleet ${problem} (redis://HOST:PORT/DB), got ${FleetAddress.describeUrl(url)}`)
-    }
-    const name = Option.getOrElse(parsed.fleetName, () => FleetAddress.defaultName(baseUrl, apiKey))
-    if (name.trim() === "") return yield* fail("--fleet-name must not be empty")
-    const usage = (error: unknown) => new UsageError({ detail: String(error) })
-    const budget = yield* Effect.mapError(RetryBudget.config, usage)
-    const timeout = yield* Config.integer("REPRISE_FLEET_TIMEOUT").pipe(
-      Config.validate({ message: "must be a whole number of milliseconds >= 1", validation: (n) => n >= 1 }),
-      Config.withDefault(200),
-      Effect.mapError(usage)
-    )
-    return { url, name, budget, timeout: Duration.millis(timeout) }
+): Effect.Effect<FleetOptions.Options | undefined, UsageError> => {
+  const given = new Map<string, string>()
+  if (Option.isSome(parsed.fleet)) given.set(FleetOptions.urlVariable, parsed.fleet.value)
+  if (Option.isSome(parsed.fleetName)) given.set(FleetOptions.nameVariable, parsed.fleetName.value)
+  return overFlags(given, (provider) => {
+    // A bad URL or name under its flag, whichever gave it; any other problem as Effect writes it, as the
+    // environment alone would have failed (without the flags' map missing the variable).
+    const read = <A>(config: Config.Config<A>, flag?: string) =>
+      Effect.mapError(Effect.withConfigProvider(config, provider), (error) => {
+        const found = problems(error)
+        const first = found[0]
+        return new UsageError({
+          detail: first === undefined
+            ? String(error)
+            : flag !== undefined && first._op === "InvalidData"
+            ? `${flag} ${first.message}`
+            : found.map(String).join(" and ")
+        })
+      })
+    return Effect.gen(function*() {
+      const url = yield* read(Config.option(FleetOptions.urlConfig), "--fleet")
+      if (Option.isNone(url)) {
+        const name = yield* read(Config.option(Config.string(FleetOptions.nameVariable)))
+        return Option.isSome(name)
+          ? yield* fail(
+            `--fleet-name needs a fleet: pass --fleet redis://HOST:PORT/DB or set ${FleetOptions.urlVariable}`
+          )
+          : undefined
+      }
+      const name = yield* read(FleetOptions.nameConfig(FleetAddress.defaultName(baseUrl, apiKey)), "--fleet-name")
+      const budget = yield* read(RetryBudget.config)
+      const timeout = yield* read(FleetOptions.timeoutConfig)
+      return { url: url.value, name, budget, timeout }
+    })
   })
+}
 
 /** What {@link resolve} reads with the owners' Configs, whole: `Policy.config` also checks the base against the max. */
 const ownedConfig = Config.all({
@@ -321,20 +353,19 @@ const ownedConfig = Config.all({
  * The owned settings, each from its flag when given, else from its variable, else its default: the owners' Configs
  * read over the flags as a `ConfigProvider`, in front of the environment's.
  */
-const readOwned = (parsed: Parsed) =>
-  Effect.configProviderWith((environment) => {
-    const given = new Map<string, string>()
-    for (const [key, of] of Object.entries(owned)) {
-      const value: Option.Option<number | boolean> = parsed[key as keyof typeof owned]
-      if (Option.isSome(value)) given.set(of.variable, String(value.value))
-    }
-    const provider = ConfigProvider.orElse(ConfigProvider.fromMap(given), () => environment)
-    return Effect.withConfigProvider(ownedConfig, provider).pipe(
+const readOwned = (parsed: Parsed) => {
+  const given = new Map<string, string>()
+  for (const [key, of] of Object.entries(owned)) {
+    const value: Option.Option<number | boolean> = parsed[key as keyof typeof owned]
+    if (Option.isSome(value)) given.set(of.variable, String(value.value))
+  }
+  return overFlags(given, (provider) =>
+    Effect.withConfigProvider(ownedConfig, provider).pipe(
       Effect.catchAll((error) =>
         Effect.flatMap(describe(error, given, provider), (detail) => Effect.fail(new UsageError({ detail })))
       )
-    )
-  })
+    ))
+}
 
 const ownedList: ReadonlyArray<Owned> = Object.values(owned)
 

@@ -11,12 +11,14 @@
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Budget from "@reprise/core/Budget"
 import * as Chat from "@reprise/core/Chat"
-import * as Message from "@reprise/core/Message"
+import type * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
 import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import type * as Tool from "@reprise/core/Tool"
 import * as Transcript from "@reprise/core/Transcript"
+import type * as FleetOptions from "@reprise/fleet/FleetOptions"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -32,7 +34,7 @@ import type * as Settings from "./Settings.js"
 
 // Built in `Cli.main`'s uninterruptible region: the import is a local module, and RedisFleet's waits on Redis are
 // interruptible and bounded (`connectTimeout`), so building never blocks and Ctrl-C ends it.
-const fleetLayer = (fleet: Settings.Fleet | undefined) =>
+const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
   fleet === undefined ? Layer.empty : Layer.unwrapEffect(
     Effect.map(Effect.promise(() => import("@reprise/fleet/RedisFleet")), (RedisFleet) => RedisFleet.layer(fleet))
   )
@@ -44,9 +46,10 @@ const fleetLayer = (fleet: Settings.Fleet | undefined) =>
  * This is the README's composition ("Composing the layers") with the values already read: `Settings.resolve` read
  * the attempts, the deadline, the backoff, the timeouts and the reply bound with the very Configs that
  * `Budget.layerConfig`, `Policy.layerConfig` and `HttpProvider.layerConfig` read (`Budget.config`, `Policy.config`,
- * `ProviderOptions.idleTimeoutConfig`, …), over the flags in front of the environment, and failed with a usage error
- * before anything was opened. Here they are provided as values (`Budget.layer`, `Policy.layer`), which is also how
- * `reprise demo` gives its own; no variable, default or range is declared in the CLI.
+ * `ProviderOptions.idleTimeoutConfig`, …), and the fleet's with `FleetOptions`' Configs, over the flags in front of
+ * the environment, and failed with a usage error before anything was opened. Here they are provided as values
+ * (`Budget.layer`, `Policy.layer`, `RedisFleet.layer`), which is also how `reprise demo` gives its own; no variable,
+ * default or range is declared in the CLI.
  *
  * @since 0.1.0
  * @category layers
@@ -66,8 +69,26 @@ export const providerLayer = (settings: Settings.Settings) =>
   )
 
 /**
- * Runs one turn over the committed `history` and returns the messages it committed (the user's prompt first, when
- * anything was committed, after the error results of any tool calls an earlier turn left unanswered).
+ * What {@link run} returns.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Result {
+  /**
+   * The messages the turn committed, in order, as they were appended to the session: empty when it committed nothing,
+   * else the turn's opening first (the error results of tool calls an earlier turn left unanswered, the user's
+   * prompt). Kept whatever the outcome: a turn that fails after a commit has still committed it.
+   */
+  readonly committed: ReadonlyArray<Message.Message>
+  /** The turn's final reply (`Chat.TurnResult.reply`), or the failure that ended it. */
+  readonly result: Either.Either<Generation.Reply, unknown>
+  /** The turn's renderer, for its error. */
+  readonly render: Render.Render
+}
+
+/**
+ * Runs one turn over the committed `history`.
  *
  * A commit (its append to the session and its rendering) is never cut short by an interruption (`Chat.step`
  * runs it uninterruptibly). Run the turn in an uninterruptible region and pass that region's `restore` as
@@ -87,42 +108,19 @@ export const run = (
     const output = yield* Output.Output
     const sanitizer = Sanitize.make(settings.apiKey)
     const render = yield* Render.make(Render.mode(settings.json, output.isTTY), sanitizer)
-    // Chat.turn decides what is committed (the opening with the first reply); the CLI keeps and renders it
+    // What the session holds of this turn: Chat.turn returns it only when the turn ends well
     const committed: Array<Message.Message> = []
-    let replies = 0
-    let final: Chat.TurnResult | undefined
-    // Chat.turn's first batch is its opening and the first reply: the opening's length is read from it, not worked out
-    // again here
-    let openingLength = 0
+    // The final reply once it is committed, for a turn interrupted after it (Chat.turn then returns nothing)
+    let final: Generation.Reply | undefined
     const persist = (messages: ReadonlyArray<Message.Message>) =>
       Option.match(settings.session, {
         onNone: () => Effect.void,
         // the session file is written by reprise: no part of the key in it, whatever the model sent back
         onSome: (path) => Transcript.append(path, messages.map(sanitizer.message))
-      }).pipe(Effect.tap(() =>
-        Effect.sync(() => {
-          if (committed.length === 0) openingLength = messages.length - 1
-          committed.push(...messages)
-        })
-      ))
+      }).pipe(Effect.tap(() => Effect.sync(() => void committed.push(...messages))))
     const onCommit = (commit: Chat.Commit) =>
-      Effect.gen(function*() {
-        if (commit._tag === "Reply") {
-          replies++
-          const done = commit.reply.toolCalls.length === 0
-          yield* render.commit(commit.reply, done)
-          for (const call of commit.reply.toolCalls) yield* render.toolCall(call)
-          if (done) {
-            final = {
-              opening: committed.slice(0, openingLength),
-              messages: committed.slice(openingLength),
-              reply: commit.reply,
-              replies
-            }
-          }
-        } else {
-          yield* render.toolResult(commit.message)
-        }
+      Effect.tap(render.commit(commit), () => {
+        if (commit._tag === "Reply" && commit.reply.toolCalls.length === 0) final = commit.reply
       })
     const step = Chat.turn(history, prompt, {
       model: settings.model,
@@ -137,15 +135,12 @@ export const run = (
     const exit = yield* Effect.exit(
       interruptible((settings.recovery ? step : Recovery.disabled(step)).pipe(Effect.ensuring(render.stop)))
     )
-    if (Exit.isSuccess(exit)) return { committed, result: Either.right(exit.value), render }
+    const result = (result: Either.Either<Generation.Reply, unknown>): Result => ({ committed, result, render })
+    if (Exit.isSuccess(exit)) return result(Either.right(exit.value.reply))
     // interrupted once the final reply was committed: the turn is done, and nothing of it was lost
-    if (final !== undefined && Cause.isInterruptedOnly(exit.cause)) {
-      return { committed, result: Either.right(final), render }
-    }
+    if (final !== undefined && Cause.isInterruptedOnly(exit.cause)) return result(Either.right(final))
     const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure) && !Cause.isInterrupted(exit.cause)) {
-      return { committed, result: Either.left(failure.value), render }
-    }
+    if (Option.isSome(failure) && !Cause.isInterrupted(exit.cause)) return result(Either.left(failure.value))
     return yield* Effect.failCause(Cause.stripFailures(exit.cause))
   })
 

@@ -1,4 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
+import * as Chat from "@reprise/core/Chat"
 import * as Generation from "@reprise/core/Generation"
 import * as ProviderFailure from "@reprise/core/ProviderFailure"
 import { Notification } from "@reprise/core/RecoveryNotifications"
@@ -16,6 +17,9 @@ const reply = new Generation.Reply({
   usage: Option.none(),
   attempts: 2
 })
+
+/** What `Chat.step` reports once a reply is committed (the CLI's turn passes it to `Render.commit`). */
+const commitOf = (reply: Generation.Reply) => Chat.Commit.Reply({ reply, message: reply.message })
 
 const attemptsThenCommit = [
   Notification.AttemptStarted({ attempt: 1, maxAttempts: 11 }),
@@ -45,7 +49,7 @@ const play = (mode: Render.Mode, isTTY: boolean) =>
     yield* Effect.gen(function*() {
       const render = yield* Render.make(mode)
       for (const n of attemptsThenCommit) yield* render.notifications.notify(n)
-      yield* render.commit(reply, true)
+      yield* render.commit(commitOf(reply))
     }).pipe(Effect.provide(capture.layer))
     return { stdout: capture.stdout(), stderr: capture.stderr() }
   })
@@ -90,11 +94,30 @@ describe("Render", () => {
     Effect.gen(function*() {
       const capture = Output.makeCapture(false)
       const truncated = new Generation.Reply({ ...reply, finishReason: "length", providerFinishReason: "length" })
-      yield* Effect.flatMap(Render.make("plain"), (render) => render.commit(truncated, true)).pipe(
+      yield* Effect.flatMap(Render.make("plain"), (render) => render.commit(commitOf(truncated))).pipe(
         Effect.provide(capture.layer)
       )
       assert.strictEqual(capture.stdout(), "Hello there\n")
       assert.strictEqual(capture.stderr(), "reprise: the reply is incomplete (finish reason length)\n")
+    }))
+
+  it.effect("a committed reply reaches the output through commit only: the Committed notification writes nothing", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [Render.Mode, boolean]> = [["plain", false], ["tty", true], ["json", false]]
+      for (const [mode, isTTY] of cases) {
+        const capture = Output.makeCapture(isTTY)
+        const [before, after] = yield* Effect.gen(function*() {
+          const render = yield* Render.make(mode)
+          for (const n of attemptsThenCommit) yield* render.notifications.notify(n)
+          const before = capture.stdout() + capture.stderr()
+          yield* render.commit(commitOf(reply))
+          return [before, capture.stdout() + capture.stderr()] as const
+        }).pipe(Effect.provide(capture.layer))
+        const played = yield* play(mode, isTTY)
+        assert.strictEqual(after, played.stdout + played.stderr, mode)
+        assert.notInclude(before, "Hello there\n", mode)
+        assert.notInclude(before, "commit", mode)
+      }
     }))
 
   it("retry notices name the failure briefly", () => {
@@ -164,7 +187,7 @@ const replayOn = (columns: number, rows: number, shown: ReadonlyArray<string>, s
       yield* render.notifications.notify(started(2))
       yield* render.notifications.notify(delta(2, "Hello there"))
       yield* render.notifications.notify(Notification.Committed({ reply }))
-      yield* render.commit(reply, true)
+      yield* render.commit(commitOf(reply))
     }).pipe(Effect.provide(screen.layer))
     return screen.writes
   })
@@ -362,7 +385,7 @@ describe("Render on a terminal that can be redrawn", () => {
           const render = yield* Render.make("json")
           for (const n of attemptsThenCommit) yield* render.notifications.notify(n)
           yield* TestClock.adjust(5000)
-          yield* render.commit(reply, true)
+          yield* render.commit(commitOf(reply))
         }).pipe(Effect.provide(capture.layer))
       }
       assert.strictEqual(onTerminal.stdout(), piped.stdout())

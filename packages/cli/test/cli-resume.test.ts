@@ -6,6 +6,7 @@
  * terminal (tmux), and the renderer's own handling of a countdown around the resume and cancel notices.
  */
 import { afterAll, assert, layer } from "@effect/vitest"
+import * as Chat from "@reprise/core/Chat"
 import * as Generation from "@reprise/core/Generation"
 import { Notification } from "@reprise/core/RecoveryNotifications"
 import * as TransportError from "@reprise/core/TransportError"
@@ -379,6 +380,7 @@ layer(Layer.empty)("Render, background responses", (it) => {
         yield* notify(resumed("stream"))
         yield* notify(delta(2, " world"))
         yield* notify(Notification.Committed({ reply }))
+        yield* render.commit(Chat.Commit.Reply({ reply, message: reply.message }))
       }).pipe(Effect.provide(capture.layer))
       assert.strictEqual(capture.stdout(), "Hello\r\u001b[KHello world\n")
       assert.strictEqual(

@@ -13,8 +13,8 @@
  * **Following the pause.** A second connection subscribes to the fleet's channel, where every pushback announces the
  * pause it sets. Once subscribed and synced by one read, the process answers `paused` and `deposit` from its copy: a
  * send waits on Redis for nothing, and a first attempt's credit is sent without awaiting it. Without the
- * subscription (not yet made, lost, refused by an ACL) each call asks Redis, as it always did (docs/fleet.md,
- * "Following the pause").
+ * subscription (not yet made, lost, refused by an ACL) each call asks Redis (docs/fleet.md, "Following the
+ * pause").
  *
  * **Faults.** Redis unreachable, slow, silent or restarted never hangs a generation: every call has a short
  * `timeout` (default 200 ms), building waits at most `connectTimeout`, every such wait is interruptible (so bounded
@@ -49,6 +49,7 @@ import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import * as Crypto from "node:crypto"
 import * as FleetAddress from "./FleetAddress.js"
+import * as FleetOptions from "./FleetOptions.js"
 import * as Pause from "./internal/pause.js"
 import * as PauseCopy from "./internal/pauseCopy.js"
 import * as ReadBound from "./internal/readBound.js"
@@ -56,34 +57,18 @@ import * as Scripts from "./internal/scripts.js"
 import * as RetryBudget from "./RetryBudget.js"
 
 /**
+ * The options of {@link make} and {@link layer}, declared with their `Config` in `FleetOptions`.
+ *
  * @since 0.1.0
  * @category models
  */
-export interface Options {
-  /** `redis://[[user]:password@]host[:port][/db]` (or `rediss://` for TLS). */
-  readonly url: string
-  /**
-   * The fleet: every process that gives the same name on the same server shares its limits (see
-   * {@link FleetAddress.defaultName}).
-   */
-  readonly name: string
-  /** The retry budget; defaults to {@link RetryBudget.defaultSettings}. */
-  readonly budget?: Partial<RetryBudget.Settings> | undefined
-  /** How long one Redis call may take before the process goes on without the fleet. Default 200 ms. */
-  readonly timeout?: Duration.DurationInput | undefined
-  /** How long the layer waits for the first connection when it is built. Default 1 s. */
-  readonly connectTimeout?: Duration.DurationInput | undefined
-  /** While Redis is unavailable, how often a call tries it again (sooner once the client reconnected). Default 1 s. */
-  readonly retryInterval?: Duration.DurationInput | undefined
-  /** The longest pause one response's pushback may put on the fleet. Default 10 minutes. */
-  readonly maxPause?: Duration.DurationInput | undefined
-}
+export type Options = FleetOptions.Options
 
 /**
  * @since 0.1.0
  * @category constants
  */
-export const defaultTimeout: Duration.Duration = Duration.millis(200)
+export const defaultTimeout: Duration.Duration = FleetOptions.defaultTimeout
 
 const positive = (name: string, input: Duration.DurationInput | undefined, fallback: Duration.Duration) => {
   const duration = input === undefined ? fallback : Duration.decode(input)
@@ -437,7 +422,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       scope
     )
     // With Redis there, the layer is ready once it follows the pause (or failed to), so the first send need not ask;
-    // the wait shares `connectTimeout` with the connection, so building takes no longer than it did.
+    // the wait shares `connectTimeout` with the connection, so building never takes longer than `connectTimeout`.
     if (connected) {
       const left = Duration.toMillis(connectTimeout) - ((yield* Clock.currentTimeMillis) - buildStarted)
       if (left > 0) yield* Effect.interruptible(Deferred.await(synced).pipe(Effect.timeout(left), Effect.ignore))
@@ -491,31 +476,14 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
 export const layer = (options: Options): Layer.Layer<never> => Layer.scoped(FleetLimits.FleetLimits, make(options))
 
 /**
- * `REPRISE_FLEET_URL` (required), `REPRISE_FLEET_NAME` (default: `name`, when given), `REPRISE_FLEET_TIMEOUT` (ms,
- * default 200) and the budget's `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`, `REPRISE_FLEET_WINDOW`
- * ({@link RetryBudget.config}).
+ * The options of {@link layer} from `REPRISE_FLEET_URL` (required), `REPRISE_FLEET_NAME` (default: `name`, when
+ * given), `REPRISE_FLEET_TIMEOUT` (ms, default 200) and the budget's `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`,
+ * `REPRISE_FLEET_WINDOW`: `FleetOptions.config`, where each is declared.
  *
  * @since 0.1.0
  * @category config
  */
-export const config = (name?: string | undefined): Config.Config<Options> =>
-  Config.all({
-    url: Config.string("REPRISE_FLEET_URL").pipe(
-      Config.validate({
-        message: "must be a Redis URL: redis://HOST:PORT/DB",
-        validation: (url) => FleetAddress.urlProblem(url) === undefined
-      })
-    ),
-    name: name === undefined
-      ? Config.nonEmptyString("REPRISE_FLEET_NAME")
-      : Config.nonEmptyString("REPRISE_FLEET_NAME").pipe(Config.withDefault(name)),
-    budget: RetryBudget.config,
-    timeout: Config.integer("REPRISE_FLEET_TIMEOUT").pipe(
-      Config.validate({ message: "must be a whole number of milliseconds >= 1", validation: (n) => n >= 1 }),
-      Config.map(Duration.millis),
-      Config.withDefault(defaultTimeout)
-    )
-  })
+export const config: (name?: string | undefined) => Config.Config<Options> = FleetOptions.config
 
 /**
  * {@link layer} with the options of {@link config}; a bad value fails with a `ConfigError` naming the variable.

@@ -6,6 +6,11 @@ export * as FleetAddress from "./FleetAddress.js"
 /**
  * @since 0.1.0
  */
+export * as FleetOptions from "./FleetOptions.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as MemoryFleet from "./MemoryFleet.js"
 
 /**

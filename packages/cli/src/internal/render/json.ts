@@ -1,0 +1,167 @@
+/**
+ * `--json` output: one JSON object per line on stdout for every event of the turn (`attempt`, `delta`, `discard`,
+ * `retry`, `resume`, `cancel`, `fleet`, `tool_call`, `tool_result`, `commit`, `error`), and the notices on stderr as
+ * in the other modes. Nothing is ever erased and no countdown is drawn, on a terminal too.
+ *
+ * @internal
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as ExitCode from "../../ExitCode.js"
+import type * as Output from "../../Output.js"
+import type * as Render from "../../Render.js"
+import type * as Sanitize from "../../Sanitize.js"
+import type * as Notices from "./notices.js"
+
+/**
+ * The `--json` renderer of one turn.
+ *
+ * @internal
+ */
+export const make = (
+  output: Output.Service,
+  sanitizer: Sanitize.Sanitizer,
+  notices: Notices.Notices
+): Render.Render => {
+  // scrubbed before it is serialised: JSON escapes a `"` or `\` in the key, and the escaped form would not match
+  const event = (value: Record<string, unknown>) => output.stdout(JSON.stringify(sanitizer.scrubJson(value)) + "\n")
+  // The deltas of the current attempt, held back where they might end in the first part of the key.
+  const preview = sanitizer.stream()
+  let attempt = 0
+  let maxAttempts = 0
+  let discarded: Notices.Discarded | undefined
+  return {
+    notifications: {
+      notify: (n) => {
+        switch (n._tag) {
+          case "AttemptStarted":
+            maxAttempts = n.maxAttempts
+            attempt = n.attempt
+            preview.reset()
+            return event({ type: "attempt", attempt: n.attempt })
+          case "Preview": {
+            if (n.event._tag !== "TextDelta" || n.event.text.length === 0) return Effect.void
+            const text = preview.push(n.event.text)
+            return text.length === 0 ? Effect.void : event({ type: "delta", attempt: n.attempt, text })
+          }
+          case "AttemptDiscarded":
+            // what was held back is dropped with the attempt: it may be the key's first characters
+            preview.reset()
+            discarded = { attempt: n.attempt, chars: n.discardedText.length, error: n.error }
+            return event({ type: "discard", attempt: n.attempt, discardedChars: n.discardedText.length })
+          case "RetryScheduled": {
+            const delay = Duration.toMillis(n.delay)
+            if (n.resume !== undefined) {
+              return Effect.zipRight(
+                event({
+                  type: "retry",
+                  attempt: n.nextAttempt,
+                  delay,
+                  source: n.delaySource,
+                  resume: true,
+                  keptChars: n.resume.keptChars
+                }),
+                output.stderr(notices.resuming(maxAttempts, n, n.resume))
+              )
+            }
+            return Effect.zipRight(
+              event({ type: "retry", attempt: n.nextAttempt, delay, source: n.delaySource }),
+              discarded === undefined ? Effect.void : output.stderr(notices.retrying(discarded, maxAttempts, n))
+            )
+          }
+          case "AttemptResumed":
+            maxAttempts = n.maxAttempts
+            attempt = n.attempt
+            return Effect.zipRight(
+              event({
+                type: "resume",
+                attempt: n.attempt,
+                responseId: n.responseId,
+                fromSequence: n.fromSequence,
+                mode: n.mode
+              }),
+              output.stderr(notices.resumed(n))
+            )
+          case "ResponseCancelled":
+            return Effect.zipRight(
+              event({ type: "cancel", responseId: n.responseId, ok: n.error === undefined }),
+              output.stderr(notices.cancelled(n))
+            )
+          case "FleetPaused":
+          case "FleetUnavailable":
+          case "FleetRestored":
+            return Effect.zipRight(
+              event(
+                n._tag === "FleetPaused"
+                  ? {
+                    type: "fleet",
+                    event: "paused",
+                    attempt: n.attempt,
+                    delay: Duration.toMillis(n.delay),
+                    status: n.status
+                  }
+                  : n._tag === "FleetUnavailable"
+                  ? { type: "fleet", event: "unavailable", detail: n.detail }
+                  : { type: "fleet", event: "restored" }
+              ),
+              output.stderr(notices.fleet(n))
+            )
+          case "Committed":
+            return Effect.void
+          case "Exhausted":
+          case "Failed":
+            // a failed attempt's held-back text is never shown: it may be the start of the key
+            preview.reset()
+            return Effect.void
+        }
+      }
+    },
+    stop: Effect.void,
+    commit: (commit) => {
+      if (commit._tag === "ToolResult") {
+        const result = commit.message
+        return event({
+          type: "tool_result",
+          id: result.toolCallId,
+          name: result.name,
+          content: result.content,
+          isError: result.isError
+        })
+      }
+      discarded = undefined
+      const reply = commit.reply
+      // the committed attempt's held-back text, then the commit
+      const rest = preview.flush()
+      return Effect.zipRight(
+        Effect.zipRight(
+          rest.length === 0 ? Effect.void : event({ type: "delta", attempt, text: rest }),
+          event({
+            type: "commit",
+            text: reply.text,
+            finishReason: reply.finishReason,
+            attempts: reply.attempts,
+            toolCalls: reply.toolCalls.length
+          })
+        ),
+        Effect.forEach(
+          reply.toolCalls,
+          (call) =>
+            event({ type: "tool_call", id: call.id, name: call.name, arguments: sanitizer.scrubJson(call.arguments) }),
+          { discard: true }
+        )
+      )
+    },
+    error: (error, debug) => {
+      const outcome = ExitCode.classify(error)
+      return Effect.zipRight(
+        event({
+          type: "error",
+          class: outcome.class,
+          message: notices.shown(outcome.message),
+          exitCode: outcome.exitCode
+        }),
+        output.stderr(notices.error(outcome, error, debug))
+      ).pipe(Effect.as(outcome.exitCode))
+    }
+  }
+}

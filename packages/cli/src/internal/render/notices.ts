@@ -1,0 +1,168 @@
+/**
+ * The texts of the CLI's notices on stderr, one function per notice, whatever the output mode that writes it. Text
+ * that came from the server (a reason, a response id, a tool's name) is scrubbed of the key and its control
+ * characters escaped here, so no mode can forget to.
+ *
+ * @internal
+ */
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
+import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
+import * as TransportError from "@reprise/core/TransportError"
+import * as Duration from "effect/Duration"
+import * as ExitCode from "../../ExitCode.js"
+import * as Sanitize from "../../Sanitize.js"
+
+type Notification<Tag extends RecoveryNotifications.Notification["_tag"]> = Extract<
+  RecoveryNotifications.Notification,
+  { readonly _tag: Tag }
+>
+
+/**
+ * A short reason for a retry notice: `HTTP 503`, `connection reset`, `timed out`, ….
+ *
+ * @internal
+ */
+export const shortReason = (error: unknown): string => {
+  if (TransportError.isTransportError(error)) {
+    switch (error.reason) {
+      case "HttpStatus":
+        return `HTTP ${error.status ?? "error"}`
+      case "ProviderError":
+        return error.providerCode ?? "provider error"
+      case "Connect":
+        return "connection failed"
+      case "Reset":
+        return "connection reset"
+      case "PrematureEof":
+        return "stream ended early"
+      case "Timeout":
+        return "timed out"
+      case "TruncatedToolArguments":
+        return "tool arguments truncated"
+      case "ResumeGap":
+        return "resumed response out of step"
+    }
+  }
+  // a refusal that is continued (a resume the server would not stream: polled instead) or told (a failed cancel)
+  if (ProviderRejection.isProviderRejection(error) && error.status !== undefined) return `HTTP ${error.status}`
+  return ExitCode.classify(error).class
+}
+
+/**
+ * Seconds with one decimal: `1.0s`, `60.0s`.
+ *
+ * @internal
+ */
+export const seconds = (delay: Duration.Duration): string => `${(Duration.toMillis(delay) / 1000).toFixed(1)}s`
+
+/**
+ * An attempt that failed and was discarded.
+ *
+ * @internal
+ */
+export interface Discarded {
+  readonly attempt: number
+  readonly chars: number
+  readonly error: unknown
+}
+
+/**
+ * The notices of one turn, with the turn's sanitizer.
+ *
+ * @internal
+ */
+export interface Notices {
+  /** Server text as a notice shows it: no key, no control characters. */
+  readonly shown: (text: string) => string
+  /** `reprise: attempt 1/11 failed (HTTP 503); discarded 9 chars; retrying in 1.0s` */
+  readonly retrying: (
+    discarded: Discarded,
+    maxAttempts: number,
+    scheduled: Notification<"RetryScheduled">
+  ) => string
+  /** `reprise: attempt 1/11 failed (connection reset); kept 120 chars; resuming in 1.0s` */
+  readonly resuming: (
+    maxAttempts: number,
+    scheduled: Notification<"RetryScheduled">,
+    resume: NonNullable<Notification<"RetryScheduled">["resume"]>
+  ) => string
+  /** `reprise: attempt 2/11 resumed response resp_… after event 812` (or `… by polling it until it finishes`) */
+  readonly resumed: (resumed: Notification<"AttemptResumed">) => string
+  /** `reprise: cancelled background response resp_…` (or `could not cancel …: <reason>`) */
+  readonly cancelled: (cancelled: Notification<"ResponseCancelled">) => string
+  /** A wait for the fleet's pause, its store going, its store coming back. */
+  readonly fleet: (notification: Notification<"FleetPaused" | "FleetUnavailable" | "FleetRestored">) => string
+  /** The line of a backoff's countdown, without its line end: `reprise: retrying in 12s…` */
+  readonly countdown: (wholeSeconds: number) => string
+  /** A committed reply after a discarded preview that is still on the screen: that text was not the answer. */
+  readonly notTheAnswer: (committedAttempt: number, discarded: Discarded) => string
+  /** A committed final reply that the provider cut short (its token limit, a content filter). */
+  readonly incomplete: (providerFinishReason: string) => string
+  /** A tool call of a committed reply, about to run. */
+  readonly toolCall: (name: string, args: unknown) => string
+  /** The error that ended a turn (`outcome` is its classification), with its stack under `--debug`. */
+  readonly error: (outcome: ExitCode.Outcome, error: unknown, debug: boolean) => string
+}
+
+const retryAfter = (source: Notification<"RetryScheduled">["delaySource"]) =>
+  source === "retry-after" ? " (server Retry-After)" : ""
+
+/**
+ * The notices, with server text scrubbed by `sanitizer`.
+ *
+ * @internal
+ */
+export const make = (sanitizer: Sanitize.Sanitizer): Notices => {
+  // Server text in a notice: no key, no control characters.
+  const shown = (text: string) => Sanitize.escapeControls(sanitizer.scrub(text))
+  return {
+    shown,
+    retrying: (discarded, maxAttempts, n) =>
+      `reprise: attempt ${discarded.attempt}/${maxAttempts} failed (${
+        shown(shortReason(discarded.error))
+      }); discarded ${discarded.chars} chars; retrying in ${seconds(n.delay)}${retryAfter(n.delaySource)}\n`,
+    resuming: (maxAttempts, n, resume) =>
+      `reprise: attempt ${n.nextAttempt - 1}/${maxAttempts} failed (${shown(shortReason(resume.error))}); ` +
+      `kept ${resume.keptChars} chars; resuming in ${seconds(n.delay)}${retryAfter(n.delaySource)}\n`,
+    resumed: (n) => {
+      const how = n.mode === "stream"
+        ? `after event ${n.fromSequence}`
+        : `after event ${n.fromSequence} by polling it until it finishes`
+      return `reprise: attempt ${n.attempt}/${n.maxAttempts} resumed response ${shown(n.responseId)} ${how}\n`
+    },
+    cancelled: (n) =>
+      n.error === undefined
+        ? `reprise: cancelled background response ${shown(n.responseId)}\n`
+        : `reprise: could not cancel background response ${shown(n.responseId)}: ${shown(shortReason(n.error))}\n`,
+    fleet: (n) => {
+      switch (n._tag) {
+        case "FleetPaused":
+          return `reprise: waiting ${seconds(n.delay)}: the fleet is paused by ${
+            n.status === undefined ? "server pushback" : `a ${n.status}`
+          }\n`
+        case "FleetUnavailable":
+          return `reprise: the fleet is unavailable (${
+            Sanitize.escapeControls(n.detail)
+          }); going on with this process's own limits\n`
+        case "FleetRestored":
+          return `reprise: the fleet is back; the retry budget and pauses are shared again\n`
+      }
+    },
+    countdown: (wholeSeconds) => `reprise: retrying in ${wholeSeconds}s…`,
+    // the committed attempt may have continued the response of the one after the discard (a resume)
+    notTheAnswer: (attempt, discarded) =>
+      attempt === discarded.attempt + 1
+        ? `reprise: attempt ${attempt} committed; text shown by earlier attempts is not part of the answer\n`
+        : `reprise: attempt ${attempt} committed, continuing attempt ${discarded.attempt + 1}; text shown before ` +
+          `attempt ${discarded.attempt + 1} is not part of the answer\n`,
+    incomplete: (providerFinishReason) =>
+      `reprise: the reply is incomplete (finish reason ${shown(providerFinishReason)})\n`,
+    toolCall: (name, args) =>
+      `reprise: tool ${shown(name)}(${Sanitize.escapeControls(JSON.stringify(sanitizer.scrubJson(args)))})\n`,
+    // a stack holds the server's message too: escape each of its lines, keep the line breaks
+    error: (outcome, error, debug) => {
+      const stack = debug && error instanceof Error && error.stack !== undefined ? `\n${error.stack}` : ""
+      return `reprise: error [${outcome.class}]: ${shown(outcome.message)}${stack.split("\n").map(shown).join("\n")}\n`
+    }
+  }
+}
