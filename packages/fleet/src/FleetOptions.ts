@@ -115,7 +115,7 @@ export const nameConfig = (name?: string | undefined): Config.Config<string> => 
  * @category config
  */
 export const timeoutConfig: Config.Config<Duration.Duration> = Config.integer(timeoutVariable).pipe(
-  Config.validate({ message: "must be a whole number of milliseconds >= 1", validation: (n) => n >= 1 }),
+  Config.validate(Range.atLeastOneMillisecond),
   Config.map(Duration.millis),
   Config.withDefault(defaultTimeout)
 )
