@@ -1,8 +1,9 @@
 /**
- * pacing: a burst of replies over real loopback HTTP (the simulator and the undici client) puts its first requests on
- * the wire while it builds the rest. When the simulator's server receives its first request, undici has created only
- * the requests of the turns before it (`undici:request:create`); unpaced, every request of the burst is created before
- * the first is written, since nothing gives the event loop a turn until they all are.
+ * pacing: with `Pacing.layer`, a burst of replies over real loopback HTTP (the simulator and the undici client) puts
+ * its first requests on the wire while it builds the rest. When the simulator's server receives its first request,
+ * undici has created only the requests of the turns before it (`undici:request:create`); unpaced (the default), every
+ * request of the burst is created before the first is written, since nothing gives the event loop a turn until they
+ * all are.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Message from "@reprise/core/Message"
@@ -42,8 +43,8 @@ describe("pacing over loopback", () => {
     Effect.gen(function*() {
       const sim = yield* Simulator.Simulator
       yield* sim.setScript({ routes: { "openai-chat": { reply: { text: "paced" } } } })
-      const paced = yield* measure(sim, Layer.empty)
-      const unpaced = yield* measure(sim, Pacing.unpaced)
+      const paced = yield* measure(sim, Pacing.layer({ attemptsPerTurn: 8 }))
+      const unpaced = yield* measure(sim, Layer.empty)
       assert.deepStrictEqual(paced.texts, Array.from({ length: burst }, () => "paced"))
       assert.deepStrictEqual(unpaced.texts, paced.texts)
       assert.strictEqual(paced.created, burst)
