@@ -145,7 +145,8 @@ export interface ResponseFormat {
 /**
  * What one generation asks of a provider.
  *
- * `toolChoice` and `responseFormat` are optional: a request without them is sent exactly as before they existed.
+ * `toolChoice` and `responseFormat` are optional: a request without them carries no tool choice and no response
+ * format, so the provider's defaults apply.
  *
  * @since 0.1.0
  * @category models
@@ -207,7 +208,7 @@ export class Reply extends Data.Class<{
 
   /**
    * The reply as an assistant message for the transcript and the next request, with its reasoning parts when there
-   * are any (a reply without them gives a message without the `reasoning` field, as before).
+   * are any (a reply without them gives a message without the `reasoning` field).
    *
    * @since 0.1.0
    */

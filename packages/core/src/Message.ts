@@ -105,8 +105,9 @@ export const UserMessage = Schema.Struct({
 
 /**
  * A committed assistant reply: its text, the tool calls it asked for and, when its protocol carries reasoning back,
- * its {@link ReasoningPart}s in the order they came. `reasoning` is optional: a message without it (every transcript
- * written before it existed) decodes as before and sends no reasoning. Reasoning is never part of `text`.
+ * its {@link ReasoningPart}s in the order they came. `reasoning` is optional: a message without it (a reply of a
+ * protocol without reasoning, or a transcript line without the field) decodes and sends no reasoning. Reasoning is
+ * never part of `text`.
  *
  * @since 0.1.0
  * @category models

@@ -12,8 +12,8 @@
  * {@link backoffBaseConfig} (`REPRISE_BACKOFF_BASE`) and {@link backoffMaxConfig} (`REPRISE_BACKOFF_MAX`), in whole
  * milliseconds. {@link config} (and so {@link layerConfig}) is the two of them plus the rule that binds them (the
  * maximum is not smaller than the base). The `reprise` CLI reads `--backoff-base` and `--backoff-max` through
- * {@link config} too, with the flags as a `ConfigProvider` in front of the environment, instead of declaring the
- * variables, the defaults and the ranges a second time as it used to.
+ * {@link config} too, with the flags as a `ConfigProvider` in front of the environment, so the variables, the
+ * defaults and the ranges are declared nowhere else.
  *
  * @since 0.1.0
  */

@@ -175,20 +175,17 @@ const optional = <K extends string, V>(key: K, value: V | undefined): { [P in K]
 
 // The failures built here are not validated again by their Schema class (`disableValidation`): every field is
 // computed from the typed input (a status, strings, redacted headers), and the validation costs about 0.1 ms per
-// construction on the recovery path (docs/performance.md, fix 12).
+// construction on the recovery path.
 const built = { disableValidation: true } as const
 
 /**
  * Maps a non-success HTTP response to a typed failure that says what happened: a status that reports the server's
- * condition (`TransportError.serverConditionStatuses`, or a 409 the server calls transient with `x-should-retry:
- * true`: the conflict is its state, not the request's) is a `TransportError{reason: "HttpStatus"}`; a redirect, a quota, an
+ * condition (`TransportError.serverConditionStatuses`, or a 409 the server calls transient with `x-should-retry: true`:
+ * the conflict is its state, not the request's) is a `TransportError{reason: "HttpStatus"}`; a redirect, a quota, an
  * overflow, the key, the permission, an unknown resource or a bad request is a `ProviderRejection` with that reason,
- * and any other status (`501`, `505`, `418`, …) a `ProviderRejection{reason: "OtherStatus"}`. Whether it is replayed
- * is not decided here: that is `Classification.classify`, by its allowlist and `x-should-retry` (a 503 with
+ * and any other status (`501`, `505`, `418`, …) a `ProviderRejection{reason: "OtherStatus"}`. Whether it is replayed is
+ * not decided here: that is `Classification.classify`, by its allowlist and `x-should-retry` (a 503 with
  * `x-should-retry: false` is a `TransportError` that is never replayed).
- *
- * Before, this asked `Classification` whether the status was retryable to choose the class, and `classify` then
- * decided again.
  *
  * @since 0.1.0
  * @category constructors

@@ -17,8 +17,8 @@
  * A background response that recovery leaves behind (it replays instead, gives up, or is interrupted) is cancelled on
  * the server, and `ResponseCancelled` says how that went.
  *
- * A consumer resets its attempt-local buffers on `AttemptDiscarded`, never on `AttemptResumed`. By default notifications go nowhere; bind them
- * with {@link layerCallback}, {@link layerQueue} or {@link layerPubSub}.
+ * A consumer resets its attempt-local buffers on `AttemptDiscarded`, never on `AttemptResumed`. By default
+ * notifications go nowhere; bind them with {@link layerCallback}, {@link layerQueue} or {@link layerPubSub}.
  *
  * @since 0.1.0
  */
@@ -141,7 +141,7 @@ const silent: Service = { notify: () => Effect.void }
 
 /**
  * Whether `service` is the default one, which drops every notification. `Recovery` then builds none: it takes each
- * chunk of a stream in one step instead of one effect and one `Preview` per event (see `docs/performance.md`).
+ * chunk of a stream in one step instead of one effect and one `Preview` per event.
  *
  * @since 0.1.0
  * @category guards

@@ -272,10 +272,10 @@ export const failureAttributes = (
 export const systemOf = (protocol: string): string => protocol === "anthropic" ? "anthropic" : "openai"
 
 /**
- * The metrics of one `gen_ai.system` (none: untagged), each update's labels part of its key. Built once per system
- * and label value, so an update costs a counter's update: tagging per update (`Effect.tagMetrics`, `Metric.tagged`)
- * builds and hashes a new key every time, which measured 0.1–0.4 ms per update under load (docs/performance.md, fix
- * 15). The keys are the ones `Metric.tagged` would make: a label value first, then `gen_ai.system`.
+ * The metrics of one `gen_ai.system` (none: untagged), each update's labels part of its key. Built once per system and
+ * label value, so an update costs a counter's update: tagging per update (`Effect.tagMetrics`, `Metric.tagged`) builds
+ * and hashes a new key every time, which costs 0.1–0.4 ms per update under load. The keys are the ones `Metric.tagged`
+ * would make: a label value first, then `gen_ai.system`.
  *
  * @internal
  */

@@ -3,13 +3,13 @@
  * instead of regenerated: the OpenAI Responses API in background mode keeps a response running on the server after
  * its connection is cut, numbers its events, and streams those after a given one again.
  *
- * A provider that can do this offers a {@link Resumable} when its stream starts (`offer`); outside a recovery scope
- * the offer goes nowhere. When the attempt fails, `Recovery` asks it for a {@link Continuation} and, if it gets one,
- * runs it as the next attempt and **keeps** the preview: the continuation emits only the events after the last one
- * surfaced (the cursor). A continuation is a physical send like any other (debited from the Budget before it is
- * sent, bounded by the deadline, after the policy's wait lengthened by `Retry-After`). When it gets none, the attempt
- * is discarded and replayed as before, and the response it leaves is cancelled (`cancel`, not debited), as it is
- * when recovery gives up or is interrupted: a background response goes on running, and billing, until it is.
+ * A provider that can do this offers a {@link Resumable} when its stream starts (`offer`); outside a recovery scope the
+ * offer goes nowhere. When the attempt fails, `Recovery` asks it for a {@link Continuation} and, if it gets one, runs
+ * it as the next attempt and **keeps** the preview: the continuation emits only the events after the last one surfaced
+ * (the cursor). A continuation is a physical send like any other (debited from the Budget before it is sent, bounded by
+ * the deadline, after the policy's wait lengthened by `Retry-After`). When it gets none, the attempt is discarded and
+ * replayed like any failed attempt, and the response it leaves is cancelled (`cancel`, not debited), as it is when
+ * recovery gives up or is interrupted: a background response goes on running, and billing, until it is.
  *
  * @since 0.1.0
  */
@@ -41,8 +41,8 @@ export interface Continuation {
   /** The sequence number of the last event surfaced: the continuation emits what comes after it. */
   readonly fromSequence: number
   /**
-   * `true` when there is nothing to wait out before it (a poll after the server refused to stream the response
-   * again); otherwise the policy's wait comes first, as before a replay.
+   * `true` when there is nothing to wait out before it (a poll after the server declined to stream the response
+   * again); otherwise the policy's wait comes first, as it does before a replay.
    */
   readonly immediate: boolean
   /** The attempt: it reserves its send like a provider's stream does. */

@@ -352,8 +352,8 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
     }
     if (finish !== undefined) return undefined
     let finishedNow: string | undefined
-    // indexed loops over what is there: `for…of` over `?? []` made an empty array for every event without tool calls
-    // (fix 38 of docs/performance.md)
+    // indexed loops over what is there: `for…of` over `?? []` would make an empty array for every event without tool
+    // calls
     const choices = chunk.choices
     const count = choices === undefined || choices === null ? 0 : choices.length
     for (let c = 0; c < count; c++) {

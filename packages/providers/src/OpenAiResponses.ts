@@ -22,14 +22,13 @@
  *
  * Every event the machine reads has its Schema ({@link readEvents}, told apart by `type` in {@link ResponsesEvent}):
  * a field of the wrong type fails the stream with `ProviderRejection{reason: "MalformedStream"}` naming the event,
- * where it used to be read as missing (the event schema had a `Schema.Unknown` for each field the machine read, and
- * the machine checked them by hand). A field may still be absent or `null`, which is read as missing, as before. The
- * hot events (text, reasoning and argument deltas) are checked by a guard that is equal to their schema over
- * generated values and costs a fraction of its parse.
+ * rather than being read as missing. A field that is absent or `null` is read as missing. The hot events (text,
+ * reasoning and argument deltas) are checked by a guard that is equal to their schema over generated values and costs
+ * a fraction of its parse.
  *
- * The state machine, the request body and the event schema lived in `internal/responses.ts` behind this module;
- * they are here now, so the protocol is read in the file named after it, and `Subscription` is a variant of it
- * ({@link makeVariant}) instead of a protocol name the shared machine tested.
+ * The state machine, the request body and the event schemas are in this module, so the protocol is read in the file
+ * named after it; `Subscription` is a variant of it ({@link makeVariant}), which says itself whether `[DONE]` ends a
+ * reply.
  *
  * @since 0.1.0
  */
@@ -477,10 +476,11 @@ export const reasoningItems = (
 
 /**
  * The JSON body of a request: `model`, `instructions` (the system text), `input` (messages, `function_call` and
- * `function_call_output` items, an assistant message's {@link reasoningItems} first), `tools`, `tool_choice` ({@link toolChoice}, only with tools), `text`
- * ({@link textFormat}, for a `responseFormat`), `max_output_tokens` and `stream: true`. A request without
- * `toolChoice` and `responseFormat` has neither field. `background: true` for a request with `background`, on
- * `openai-responses` only (a `subscription` backend stores nothing, so it has no background responses).
+ * `function_call_output` items, an assistant message's {@link reasoningItems} first), `tools`, `tool_choice`
+ * ({@link toolChoice}, only with tools), `text` ({@link textFormat}, for a `responseFormat`), `max_output_tokens` and
+ * `stream: true`. A request without `toolChoice` and `responseFormat` has neither field. `background: true` for a
+ * request with `background`, on `openai-responses` only (a `subscription` backend stores nothing, so it has no
+ * background responses).
  *
  * @since 0.1.0
  * @category request
@@ -1012,7 +1012,7 @@ const pollIntervalOf = (options: Options): Duration.Duration => {
  *   `pollInterval` (not debited) until the response is finished, within the deadline, and emits the rest of the
  *   reply (`complete`).
  * - Nothing continues a response that failed on the server, a stream without sequence numbers, a failure that is
- *   not retryable (other than a refusal), or a failed poll: that attempt is replayed, as before.
+ *   not retryable (other than a refusal), or a failed poll: that attempt is replayed like any other.
  * - `cancel` posts `{base}/responses/{id}/cancel`, not debited.
  */
 const backgroundStream = (

@@ -16,11 +16,10 @@
  * Each of those three has one `Config` here, with its variable, its default and its range:
  * {@link firstByteTimeoutConfig}, {@link idleTimeoutConfig} and {@link maxReplyBytesConfig} (their variables are
  * {@link firstByteTimeoutVariable}, {@link idleTimeoutVariable} and {@link maxReplyBytesVariable}). {@link config} is
- * built from them, and the `reprise` CLI reads `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes`
- * through them, with the flags as a `ConfigProvider` in front of the environment, where it used to declare the
- * variables, the defaults and the ranges a second time. Options given in code (`make`) are checked against the same
- * ranges, and a bad one throws a `RangeError` with the same message: it is a bug in the caller, and `make` has no
- * error channel for it.
+ * built from them, and the `reprise` CLI reads `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes` through
+ * them, with the flags as a `ConfigProvider` in front of the environment, so the variables, the defaults and the ranges
+ * are declared nowhere else. Options given in code (`make`) are checked against the same ranges, and a bad one throws a
+ * `RangeError` with the same message: it is a bug in the caller, and `make` has no error channel for it.
  *
  * @since 0.1.0
  */

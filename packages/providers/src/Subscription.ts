@@ -14,8 +14,7 @@
  * `responseFormat`) are those of `OpenAiResponses`.
  *
  * A variant of `OpenAiResponses` (`OpenAiResponses.makeVariant`): the state machine and the event schemas are that
- * module's. Both were built by one function in `internal/responses.ts`, which took the protocol's name and tested it
- * to decide whether `[DONE]` ends a reply; the variant now says so itself.
+ * module's, and the variant says that `[DONE]` ends a reply (`doneIsTerminal`).
  *
  * @since 0.1.0
  */

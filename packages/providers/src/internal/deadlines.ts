@@ -1,6 +1,7 @@
 /**
- * Deadlines of one length, timed by one fiber for all of them: a provider's first-byte timeouts (`send.ts`, fix 25)
- * and its idle timeouts (`sse.ts`, fix 31). A deadline costs an entry in a queue, not a fiber and a timer of its own.
+ * Deadlines of one length, timed by one fiber for all of them: a provider's first-byte timeouts (`send.ts`) and its
+ * idle timeouts (`sse.ts`). A deadline costs an entry in a queue, not a fiber and a timer of its own: a send is not a
+ * race, which forks two fibers, and a stream has no reader or watchdog fiber waiting beside it.
  *
  * - Every deadline is the `Clock`'s monotonic time when it is armed (in milliseconds) plus the same length, so the
  *   queue is in deadline order: the timer sleeps until the first one still armed, and never needs waking for a later

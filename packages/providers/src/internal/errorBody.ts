@@ -3,8 +3,6 @@
  * OpenAI, Anthropic and compatible servers use. A JSON body sent in place of an event stream is parsed the same way
  * (`sse.ts`).
  *
- * Moved out of `internal/http.ts` when it was split by concept.
- *
  * @internal
  */
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
@@ -81,9 +79,9 @@ export interface Timer {
  * Read by the body's pull (`body.ts`: undici's `Readable` itself for the undici client), in a scope of its own that
  * releases the body once read, and decoded as UTF-8 as it comes. Given a `timer` and a body whose wait can be
  * abandoned, the timeout is a deadline in the provider's idle queue that abandons the wait when it passes; otherwise a
- * race (`Effect.timeout`). Both measured in figure 3's client with a 503 in place of every fault: the platform's
- * `response.stream` read through `Stream.decodeText` and a fold cost about 3 M instructions per 503, the race about as
- * much again, on a path run once per refused send and so rarely that it stays unoptimised (docs/performance.md, fix 33).
+ * race (`Effect.timeout`). Not the platform's `response.stream` through `Stream.decodeText` and a fold, and no race
+ * within an attempt: this path runs once per refused send, so rarely that it stays unoptimised, and each of those
+ * costs about 3 M instructions per 503.
  *
  * @internal
  */

@@ -3,8 +3,8 @@
  * respect to what `Generation.TextDelta`, `Generation.ReasoningDelta` and `Generation.ToolCallDelta` return (the same
  * prototype, the structural one of `Data`, and the same own members in the same order: the payload's, then `_tag`),
  * built by setting its members on a fresh object of that prototype. The `Data` constructors copy an argument object
- * onto it (`Object.assign`), one more object and a generic copy per token (fix 20 of `docs/performance.md`).
- * test/HotEvents.test.ts checks each against its `Data` constructor.
+ * onto it (`Object.assign`), one more object and a generic copy per token. test/HotEvents.test.ts checks each against
+ * its `Data` constructor.
  *
  * @internal
  */

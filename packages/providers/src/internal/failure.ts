@@ -5,8 +5,6 @@
  * error event (`inBandError`). Every text that comes from the server is scrubbed of the key, and the headers an error
  * keeps are redacted (`redaction.ts`).
  *
- * Moved out of `internal/http.ts` when it was split by concept.
- *
  * @internal
  */
 import * as Headers from "@effect/platform/Headers"
@@ -94,8 +92,7 @@ const errorText = (u: unknown): string => {
 }
 
 // Built from literals and strings this module computes, so not validated again by the Schema class
-// (`disableValidation`): a validated construction costs about 0.1 ms, on the path from a fault to its replay
-// (docs/performance.md, fixes 12 and 18).
+// (`disableValidation`): a validated construction costs about 0.1 ms, on the path from a fault to its replay.
 const built = { disableValidation: true } as const
 
 /**

@@ -3,8 +3,7 @@
  * request is sent once more without it. Each protocol lists its optional parameters and how to resend without each
  * (`Fallbacks`); this module recognises the rejection (`unsupportedParameter`), and `send.ts` makes the one resend.
  *
- * Moved out of `internal/http.ts` when it was split by concept, together with `without`, which `OpenAiChat` and
- * `OpenAiResponses` each had a copy of.
+ * `without` (a body less one parameter) is shared by the protocols' `Fallbacks`.
  *
  * @internal
  */

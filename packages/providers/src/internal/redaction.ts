@@ -2,10 +2,10 @@
  * Keeping the key out of everything a failure may show: `makeScrub` (every occurrence of the key in a text),
  * `excerpt` (server text scrubbed, then cut), and `redactHeaders` (the view of a response's headers an error keeps).
  *
- * Moved out of `internal/http.ts` when it was split by concept. The headers are redacted by name with
- * `@effect/platform`'s `Headers.redact` (the names of `Headers.currentRedactedNames`, which the platform itself hides
- * when it logs headers, plus core's `ProviderFailure.sensitiveHeaders`) instead of a hand-written copy, and the key is still scrubbed from every
- * other value: a server may echo it in any header.
+ * The headers are redacted by name with `@effect/platform`'s `Headers.redact` (the names of
+ * `Headers.currentRedactedNames`, which the platform itself hides when it logs headers, plus core's
+ * `ProviderFailure.sensitiveHeaders`), and the key is also scrubbed from every other value: a server may echo it in any
+ * header.
  *
  * @internal
  */

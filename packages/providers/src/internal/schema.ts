@@ -1,9 +1,9 @@
 /**
  * Building blocks for the event schemas, shaped for decoding one JSON event at a time on the hot path. They accept
  * exactly what `Schema.optional`, `Schema.NullOr` and `Schema.Union` accept for JSON input, and skip the unions those
- * build: a union parse allocates its candidate and issue lists on every call, and the event schemas have one or two
- * per field (see `docs/performance.md`, fix 6). `byType` does the same for a union of events told apart by their
- * `type`, which is how the Responses events are typed (`OpenAiResponses.ResponsesEvent`).
+ * build: a union parse allocates its candidate and issue lists on every call, and the event schemas have one or two per
+ * field. `byType` does the same for a union of events told apart by their `type`, which is how the Responses events are
+ * typed (`OpenAiResponses.ResponsesEvent`).
  *
  * @internal
  */
@@ -94,14 +94,14 @@ const TopGuardId = Symbol.for("@reprise/providers/internal/schema/TopGuard")
 
 /**
  * A schema whose decoding by {@link decodeFast} asks `guard` first: the guard returns the value of an input it
- * recognises, or `undefined` to leave the input to the schema's own parse, which then accepts it or reports its
- * issue. The guard must accept nothing the schema rejects, and return a value that agrees with what the schema
- * returns on every member the schema declares: the guards of the hot events type-check every declared member and
- * return the input itself (what `JSON.parse` built), so members the schema does not declare stay on it, unread by
- * the machines, where the schema's value is a copy without them (fix 20 of `docs/performance.md`: the copy was most
- * of a guard's cost). `Schema.decodeUnknownEither` ignores the guard, so the schema stays the reference the guard is
- * checked against over generated values (test/HotEvents.test.ts). For the events of a protocol that come once per
- * token or so, where the schema's parse costs several times the guard's property reads.
+ * recognises, or `undefined` to leave the input to the schema's own parse, which then accepts it or reports its issue.
+ * The guard must accept nothing the schema rejects, and return a value that agrees with what the schema returns on
+ * every member the schema declares: the guards of the hot events type-check every declared member and return the input
+ * itself (what `JSON.parse` built), so members the schema does not declare stay on it, unread by the machines, where
+ * the schema's value is a copy without them (a copy would be most of a guard's cost). `Schema.decodeUnknownEither`
+ * ignores the guard, so the schema stays the reference the guard is checked against over generated values
+ * (test/HotEvents.test.ts). For the events of a protocol that come once per token or so, where the schema's parse costs
+ * several times the guard's property reads.
  *
  * @internal
  */

@@ -214,7 +214,7 @@ export const open = (
         : sendIn(attempt, client, requestOf(body), settings),
       (response) => {
         if (response.status >= 200 && response.status < 300) return succeeded(response, settings)
-        // the error body timed by the attempt's idle queue, without a race (fix 33)
+        // the error body timed by the attempt's idle queue: a race would fork two fibers per refused send
         const timer = attempt?.idle === undefined ? undefined : { deadlines: attempt.idle, clock: attempt.clock }
         return Effect.flatMap(readFailure(response, settings, timer), (failure) => {
           const candidates = Object.keys(spec.fallbacks).filter((name) => name in body)

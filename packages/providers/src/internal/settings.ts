@@ -1,8 +1,7 @@
 /**
  * The options of an HTTP provider after defaults and validation (`Settings`), and the URL of a protocol's endpoint.
  *
- * Moved out of `internal/http.ts` when it was split by concept: that file held settings, error bodies, `Retry-After`,
- * the capability fallback and the send. Every protocol module builds its `Settings` here once, in `make`.
+ * Every protocol module builds its `Settings` here once, in `make`.
  *
  * @internal
  */

@@ -5,8 +5,8 @@
  * idle timeout over events that make progress, and the runner of a protocol's state machine with terminal
  * enforcement. Parsing, decoding and stepping the events of one read are one synchronous pass, run in the consumer's
  * fiber, which pulls the body itself; the idle timeout is a deadline per pull in a queue timed by one fiber for all the
- * streams of a provider (`deadlines.ts`, fix 31), or, for a body whose wait cannot be abandoned, a reader fiber and a
- * watchdog per stream ({@link watched}).
+ * streams of a provider (`deadlines.ts`: no fiber or timer per stream), or, for a body whose wait cannot be abandoned,
+ * a reader fiber and a watchdog per stream ({@link watched}).
  *
  * @internal
  */
@@ -87,9 +87,9 @@ const eventName = (event: Event): string => event.event ?? "message"
  * replaces invalid bytes as `Stream.decodeText` does), passes each read's text to `onText`, and says whether the
  * buffered event overflowed the bound (then nothing more is fed: the parser stops at that point).
  *
- * Replaced `@effect/experimental/Sse`, which scans its input one character at a time, and with it the line-by-line
- * feeding that kept that parser linear (see `docs/performance.md`). Events, ids, comments, `retry:` and line endings
- * (`\n`, `\r\n`, `\r`) follow the same specification; `Framing.test.ts` pins the cuts that could differ.
+ * Not `@effect/experimental/Sse`, which scans its input one character at a time and stays linear only when fed line
+ * by line. Both follow the same specification for events, ids, comments, `retry:` and line endings (`\n`, `\r\n`,
+ * `\r`); `Framing.test.ts` pins the cuts that could differ.
  *
  * @internal
  */
@@ -146,7 +146,7 @@ export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/s
  * `ProviderRejection{reason: "MalformedStream"}`, as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
  * validation, per event (`decodeFast`): a schema with a guard (`withGuard`, the hot events) is checked by its guard
  * first, and an event the guard leaves is decoded by the schema, which reports the issue. A decoded
- * event is returned as it is, not wrapped (fix 20 of `docs/performance.md`).
+ * event is returned as it is, not wrapped: a wrapper would be one more object per token.
  *
  * No step recurses into the event's nesting (`JSON.parse` does not, and the schemas read a bounded depth, leaving
  * unread fields alone) except the schema's formatter, which prints the offending value: a payload nested deeper than
@@ -204,18 +204,18 @@ export type Pull<A, E> = Effect.Effect<Chunk.Chunk<A>, Option.Option<E>>
  * pipe) never times the stream out. `next` should make progress when it succeeds (it reads on until it has something
  * to show).
  *
- * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, which measured about ten
- * times the cost of the read's hand-off (see `docs/performance.md`, fix 10). Instead one reader fiber runs `next`
- * when the consumer asks (no read-ahead: a read starts only once the consumer waits for it), hands the result over
- * through a slot and one `Effect.async` resume (with a constant effect, see `takeHanded`), and one watchdog fiber
- * sleeps on the `Clock` until the consumer's wait would reach `duration` and then ends it. Both run in the scope, so
- * closing it (the stream's end or interruption) interrupts the read in progress. A result read for a pull that was
- * interrupted goes to the next pull, and a pull made while a read is in progress waits for that read rather than
- * asking for another (two interrupted pulls in a row cost one read, and lose none). After a failure or the end, the
- * reader stops and every later pull gets the same.
+ * Not a race per pull: `Effect.timeoutFail` forks two fibers and a timer for every read, about ten times the cost of
+ * the read's hand-off. Instead one reader fiber runs `next` when the consumer asks (no read-ahead: a read starts only
+ * once the consumer waits for it), hands the result over through a slot and one `Effect.async` resume (with a constant
+ * effect, see `takeHanded`), and one watchdog fiber sleeps on the `Clock` until the consumer's wait would reach
+ * `duration` and then ends it. Both run in the scope, so closing it (the stream's end or interruption) interrupts the
+ * read in progress. A result read for a pull that was interrupted goes to the next pull, and a pull made while a read
+ * is in progress waits for that read rather than asking for another (two interrupted pulls in a row cost one read, and
+ * lose none). After a failure or the end, the reader stops and every later pull gets the same.
  *
  * The body pipeline uses it only for a body whose wait cannot be abandoned (`Body.abandonable`: a client's response
- * that is neither undici's nor a web one); the others need neither fiber (fix 31).
+ * that is neither undici's nor a web one); the others need neither fiber: their idle timeout is a deadline in the
+ * provider's queue ({@link reader}).
  *
  * @internal
  */
@@ -244,8 +244,7 @@ export const watched = <A, E, R>(
     // A waiting pull is resumed with this one effect, made once, which takes the result from `handed`: never with the
     // result itself. The fiber's resume message may be allocated in the old generation (V8 pretenures the message's
     // allocation site once messages outlive scavenges under load), and a dead old message keeps what it points to
-    // alive through every scavenge until the next full collection: the read's events, promoted (docs/performance.md,
-    // fix 24).
+    // alive through every scavenge until the next full collection: the read's events, promoted.
     const takeHanded: Pull<A, E> = Effect.suspend(() => {
       const result = handed!
       handed = undefined
@@ -331,8 +330,7 @@ export const watched = <A, E, R>(
   })
 
 // Built from literals and strings this module computes, so not validated again by the Schema class
-// (`disableValidation`): a validated construction costs about 0.1 ms, on the path from a fault to its replay
-// (docs/performance.md, fixes 12 and 18).
+// (`disableValidation`): a validated construction costs about 0.1 ms, on the path from a fault to its replay.
 const built = { disableValidation: true } as const
 
 const idleFailure = (duration: Duration.Duration) =>
@@ -367,7 +365,7 @@ export const idleTimeout = <A, E, R>(
 
 /**
  * A protocol's state machine over its decoded events. `step` is synchronous: it runs once per protocol event, and an
- * effect per event costs more than the step itself (see `docs/performance.md`).
+ * effect per event costs more than the step itself.
  *
  * @internal
  */
@@ -391,8 +389,8 @@ export interface Machine<Ev> {
 /**
  * A protocol's event decoder: {@link skip} for a keepalive (which is not progress), the decoded event otherwise, or
  * the {@link Failed} of an undecodable event. Synchronous, like `Machine.step`. The event is returned bare, and a
- * step appends to the read's array: until fix 20 (`docs/performance.md`) every event was wrapped twice on its way in
- * (an `Either` of an `Option`) and its outputs twice on the way out (an array in an `Either`).
+ * step appends to the read's array, so no event is wrapped on its way in (an `Either` of an `Option` would be two
+ * objects per event) nor its outputs on the way out (an array in an `Either`).
  *
  * @internal
  */
@@ -483,17 +481,16 @@ const jsonInsteadOfStream = (
  *
  * Each read is one synchronous pass: its bytes are decoded and fed to the parser, and the events it completes are
  * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
- * event and a timer per event cost far more than the decoding itself (see `docs/performance.md`). The body is read by
- * one pull (`Body.pull`, fix 22), not through stream stages: its end, its failure and the machine's end are handled
- * here (fix 14). On an idle timeout (see the module's description) reading stops at once, the body is closed, and
- * `machine.end` gets the `Timeout`. A body that fails mid-read is `TransportError{reason: "Reset"}` (or a
- * `ProtocolViolation`, see `fromBodyError`); an event over `maxEventSize` is `ProviderRejection{reason:
- * "MalformedStream"}`, after the events before it. The body's bytes are counted: past `maxReplyBytes`, the events
- * within the bound are decoded and stepped, and unless the machine is then done, the attempt fails with
- * `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted). The outcome does not depend
- * on how the bytes are cut into reads. A body that ends without a single SSE event and is one JSON value is read as
- * such (`jsonInsteadOfStream`); every other end before the terminal is the machine's premature EOF. A `retry:` field
- * is ignored (no provider sends one). Interruption passes through untouched.
+ * event and a timer per event cost far more than the decoding itself. The body is read by one pull (`Body.pull`), not
+ * through stream stages: its end, its failure and the machine's end are handled here. On an idle timeout (see the
+ * module's description) reading stops at once, the body is closed, and `machine.end` gets the `Timeout`. A body that
+ * fails mid-read is `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over
+ * `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are
+ * counted: past `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then
+ * done, the attempt fails with `ProviderRejection{reason: "ReplyTooLarge"}` and reading stops (the request is aborted).
+ * The outcome does not depend on how the bytes are cut into reads. A body that ends without a single SSE event and is
+ * one JSON value is read as such (`jsonInsteadOfStream`); every other end before the terminal is the machine's
+ * premature EOF. A `retry:` field is ignored (no provider sends one). Interruption passes through untouched.
  *
  * @internal
  */
@@ -589,9 +586,9 @@ export interface ReaderOptions<Ev> {
 }
 
 /**
- * {@link run}'s pull over a body already opened, built in one step, with no effect: a provider's attempt has the
- * body's scope, the clock and the idle queue in hand (`attempt.ts`, fix 32). The body's wait is abandoned when its
- * idle deadline passes.
+ * {@link run}'s pull over a body already opened, built in one step, with no effect: a provider's attempt has the body's
+ * scope, the clock and the idle queue in hand (`attempt.ts`). The body's wait is abandoned when its idle deadline
+ * passes.
  *
  * @internal
  */
@@ -673,8 +670,7 @@ const steps = <Ev>(
     const input = over ? within(reads, settings.maxReplyBytes - (received - size)) : reads
     const overflowed = parser.feed(input, head === undefined ? undefined : keepHead)
     const out: Array<Generation.GenerationEvent> = []
-    // stepped where they are, then let go: nothing feeds the parser while they are stepped (a copy per read was
-    // `splice(0)`'s, fix 38)
+    // stepped where they are, then let go: nothing feeds the parser while they are stepped, so they need no copy
     const { failure, progressed } = stepAll(pending, settings, decode, machine, out)
     pending.length = 0
     const failed = failure ??
@@ -688,7 +684,7 @@ const steps = <Ev>(
     } else if (machine.done()) {
       stopped = true
       after = finished
-      // the rest of the body is read to its end on release, so that its connection is kept (fix 34)
+      // the rest of the body is read to its end on release, so that its connection is kept
       Body.finish(body)
     } else if (!progressed) {
       return next
@@ -741,15 +737,15 @@ const steps = <Ev>(
 
 /**
  * The pull of `read` with its idle timeout as a deadline per pull in `idle`, the provider's queue timed by one fiber
- * for all its streams, with no reader fiber, watchdog fiber or timer per stream (fix 31). The body's wait can be ended
- * from outside (`Body.abandon`), so the consumer's fiber reads it itself. A deadline that passes abandons the body's
- * wait; the read then finds it passed and ends with the `Timeout`, the body closed first.
+ * for all its streams, with no reader fiber, watchdog fiber or timer per stream. The body's wait can be ended from
+ * outside (`Body.abandon`), so the consumer's fiber reads it itself. A deadline that passes abandons the body's wait;
+ * the read then finds it passed and ends with the `Timeout`, the body closed first.
  *
  * A pull's deadline is disarmed by the next pull, as it arms its own, or by whoever disarms `held` when the stream's
- * scope closes: not as the pull returns, which took a step and a handler per pull (fix 32). Between two pulls it is
- * the consumer's time that passes, which an idle timeout does not count: a deadline that passes then finds no pull
- * waiting, and what it does is undone by the next pull, which arms a deadline of its own (an abandoned wait is
- * returned empty, and the pull waits again).
+ * scope closes: not as the pull returns, which would take a step and a handler per pull. Between two pulls it is the
+ * consumer's time that passes, which an idle timeout does not count: a deadline that passes then finds no pull waiting,
+ * and what it does is undone by the next pull, which arms a deadline of its own (an abandoned wait is returned empty,
+ * and the pull waits again).
  */
 const timed = (
   read: Steps,

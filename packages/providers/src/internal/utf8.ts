@@ -5,12 +5,12 @@
  *
  * Node's `TextDecoder` has a fast path for UTF-8 (simdutf) that it takes only when it is not streaming; with
  * `stream: true` it converts through ICU. On ASCII the fast path is about 6× faster, on text with other characters
- * about half as fast (Node 20; docs/performance.md, fix 23). So a read that is all ASCII (`isAscii`, simdutf again),
- * while no character is pending from the reads before it, is decoded by a second decoder without `stream`: an ASCII
- * read ends on a character boundary and cannot hold a BOM, so the text is the same. Every other read goes to the
- * streaming decoder, which then holds whatever is pending, until a read ends on a boundary again. Both decoders
- * ignore the BOM (`ignoreBOM: true`); the body's first character is dropped here when it is one, which is what the
- * streaming decoder does with the BOM at the start of its stream.
+ * about half as fast (Node 20). So a read that is all ASCII (`isAscii`, simdutf again), while no character is pending
+ * from the reads before it, is decoded by a second decoder without `stream`: an ASCII read ends on a character boundary
+ * and cannot hold a BOM, so the text is the same. Every other read goes to the streaming decoder, which then holds
+ * whatever is pending, until a read ends on a boundary again. Both decoders ignore the BOM (`ignoreBOM: true`); the
+ * body's first character is dropped here when it is one, which is what the streaming decoder does with the BOM at the
+ * start of its stream.
  *
  * @internal
  */

@@ -9,7 +9,7 @@ import * as Frames from "./frames.js"
 
 /** What a generated reply needs to know about the request it answers. @internal */
 export interface Context {
-  /** The request's sequence number, used to make ids unique. */
+  /** The request's sequence number, which makes ids unique. */
   readonly id: number
   /** The request's `model`, echoed when the reply has none. */
   readonly model: string | undefined

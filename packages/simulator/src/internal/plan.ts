@@ -23,7 +23,7 @@ export interface Response {
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
   readonly body: Uint8Array
-  /** Byte offsets where events end, ascending; used to pace by events and to align keepalives. */
+  /** Byte offsets where events end, ascending; for pacing by events and aligning keepalives. */
   readonly boundaries: ReadonlyArray<number>
   readonly pace: Pace | undefined
   /** Where the body pauses, for how long, with or without keepalive comments, and what follows. */
