@@ -6,18 +6,18 @@
  * nothing buffered), the same end, the same failure (a `ResponseError` of reason `"Decode"` with the stream's error as
  * its cause), and the same release (the body destroyed if it is still open, then the request aborted), except that a
  * body whose reader has all it needs ({@link finish}) is read to its end first, within bounds, so that its connection
- * is kept (fix 34), and that a body whose end was read is not aborted: its request is over (fix 37). A web response
+ * is kept, and that a body whose end was read is not aborted: its request is over. A web response
  * (`HttpClientResponse.fromWeb`: the fetch client's) is read from its `ReadableStream` the same way, a `read()` per
  * pull. What both leave out is the platform's stream around those reads: a channel, its executor, and the state of
- * `Stream.toPull`, paid on every read (docs/performance.md, fix 22). Any other client's response is read through
+ * `Stream.toPull`, paid on every read. Any other client's response is read through
  * `response.stream`.
  *
- * Both note when the body ended or failed (`outcomeAt`, on the `Clock`), so that the failure it ends an attempt with is
- * marked with that moment (`ProviderFailure.markObserved`) and the backoff counts from it (fix 26).
+ * Both note when the body ended or failed (`outcomeAt`, on the `Clock`), so that the failure it ends an attempt with
+ * carries that moment (`ProviderFailure.withObservedAt`) and the backoff counts from it.
  *
  * Both rest on the shape of the platform's responses (`source`, and `original` and `controller` under `HttpClient`'s
  * wrapper), which no type exports; `Body.test.ts` pins it for the versions in the lockfile, and a response of another
- * shape is read through `response.stream`, as before.
+ * shape is read through `response.stream`.
  *
  * @internal
  */
@@ -68,7 +68,7 @@ export const outcomeAt = (pull: Pull): bigint | undefined => handles.get(pull)?.
  * Ends the wait of a pull of `pull` in progress: it returns an empty chunk at once, and what the body then gives is
  * kept for the next pull. With no pull waiting, the next one to wait returns an empty chunk instead (the fiber that
  * abandons may run while the reader's is between a read and its wait). For an idle timeout, which stops waiting for a
- * body without a fiber of its own to interrupt (`sse.ts`, fix 31). False when `pull` cannot be abandoned (a body read
+ * body without a fiber of its own to interrupt (`sse.ts`). False when `pull` cannot be abandoned (a body read
  * through `response.stream`): only an interruption ends its wait.
  *
  * @internal
@@ -92,8 +92,8 @@ export const abandonable = (pull: Pull): boolean => handles.has(pull)
  * [DONE]`, the chunked encoding's end) is read and dropped when the body is released, rather than the request aborted,
  * so that its connection is kept for the next request. Bounded: at most {@link trailerBytes} more, within the idle
  * timeout; past either, the body is destroyed and the request aborted, as a release before the end is. Only for undici's
- * body and a web body read by {@link pullIn} with the idle deadlines; any other body is released as before (fix 34 of
- * docs/performance.md).
+ * body and a web body read by {@link pullIn} with the idle deadlines; any other body is released as the platform
+ * releases it.
  *
  * @internal
  */
@@ -240,8 +240,8 @@ const noop = () => {}
 /**
  * `acquire`, run uninterruptibly, with `release` of what it made added to `scope` as it is: `Effect.acquireRelease`
  * without what that does for a release that reads the acquiring fiber's state. `acquireRelease` takes the fiber's refs
- * at the acquisition and patches them in around the release, two diffs of every fiber ref per body
- * (docs/performance.md, fix 30); a body's release reads none of them and runs in the fiber that closes the scope.
+ * at the acquisition and patches them in around the release, two diffs of every fiber ref per body; a body's release
+ * reads none of them and runs in the fiber that closes the scope.
  * `Scope.close` does not make a finalizer uninterruptible: a release that waits must be so itself.
  */
 const acquireReleased = <A>(
@@ -354,14 +354,14 @@ const fromWeb = (
 
 /**
  * What a body released before its end was read is destroyed with. Reading usually stops at the protocol's terminal
- * event, before the body's end is read, so most bodies are released open (and, since fix 34, read to their end then:
- * {@link drain} destroys one with this too when its time is up, and undici's `dump` with its own error past its bytes).
- * Destroyed with no error, undici's body made a `RequestAbortedError` for each of them, and Node's `destroy` read its
- * stack (to avoid a V8 leak): a stack formatted once per reply, source maps and all where they are on
- * (docs/performance.md, fix 28). One error made once is formatted once. Nobody sees it: the pull's listeners are off
+ * event, before the body's end is read, so most bodies are released open (and read to their end then: {@link drain}
+ * destroys one with this too when its time is up, and undici's `dump` with its own error past its bytes). Destroyed
+ * with no error, undici's body would make a `RequestAbortedError` for each of them, and Node's `destroy` reads its
+ * stack (to avoid a V8 leak): a stack formatted once per reply, source maps and all where they are on. One error made
+ * once is formatted once. Nobody sees it: the pull's listeners are off
  * and the release listens with a no-op. What undici does to the request is unchanged: a request whose every byte has
  * arrived is over and stays so (its connection kept for the next request), and one still arriving is aborted with
- * undici's own error, as before.
+ * undici's own error.
  */
 const released: Error = new Error("the response body was released before its end was read")
 
@@ -407,8 +407,8 @@ const destroyReleased = (readable: NodeReadable): void => {
 
 /**
  * Whether every byte of `readable` arrived: its end was read. Then the request is over, and its abort would change
- * nothing: undici takes its listener off the signal once the body closes. Aborting made a `DOMException`, with its
- * stack, and an event for each reply (fix 37 of docs/performance.md); only a body that did not end is aborted.
+ * nothing: undici takes its listener off the signal once the body closes. Aborting would make a `DOMException`, with
+ * its stack, and an event for each reply; only a body that did not end is aborted.
  */
 const ended = (readable: NodeReadable): boolean => readable.readableEnded === true
 
@@ -503,7 +503,7 @@ const fromReadable = (
         let total = 0
         let finished = false
         // The wait has no canceler: `Effect.async` with one wraps each wait in `Effect.onInterrupt`, about nine
-        // operations more per wait (fix 35). A wait interrupted before it was resumed leaves its `resume` here until
+        // operations more per wait. A wait interrupted before it was resumed leaves its `resume` here until
         // the next pull, and the runtime ignores it once the fiber has moved on. Nothing is lost by it: a pull reads
         // what the body has before it waits, the end or failure is kept in `outcome`, and the signal and an
         // abandonment are kept as well (`signalled`, `abandoned`), so the next wait passes at once.

@@ -38,7 +38,7 @@ export const header = (headers: Headers.Headers, name: string): string | undefin
  */
 export const contentEncoding = (headers: Headers.Headers): string | undefined => {
   const value = header(headers, "content-encoding")
-  // nearly every response: no header, nothing to split (fix 38)
+  // nearly every response: no header, nothing to split
   if (value === undefined) return undefined
   // compared in lower case, returned as sent: a caller scrubs the value of the key, which only matches as sent
   const codings = value.split(",").map((c) => c.trim())
