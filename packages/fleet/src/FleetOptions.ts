@@ -15,6 +15,7 @@
  *
  * @since 0.1.0
  */
+import * as Range from "@reprise/core/Range"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
