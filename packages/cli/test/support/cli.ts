@@ -5,7 +5,7 @@
  */
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -52,25 +52,49 @@ export interface Result {
   readonly signal: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
+  /** Milliseconds from the spawn to the exit. */
+  readonly took: number
 }
 
 export interface Running {
   readonly child: ChildProcessWithoutNullStreams
   readonly stdout: () => string
   readonly stderr: () => string
-  /** Resolves when stdout has printed text matching `pattern`. */
-  readonly awaitStdout: (pattern: RegExp) => Effect.Effect<void>
-  /** Resolves when stderr has printed text matching `pattern`. */
-  readonly awaitStderr: (pattern: RegExp) => Effect.Effect<void>
+  /** Resolves when stdout has printed text matching `pattern`; past `within`, when given, the test fails. */
+  readonly awaitStdout: (pattern: RegExp, within?: Duration.DurationInput | undefined) => Effect.Effect<void>
+  /** Resolves when stderr has printed text matching `pattern`; past `within`, when given, the test fails. */
+  readonly awaitStderr: (pattern: RegExp, within?: Duration.DurationInput | undefined) => Effect.Effect<void>
   readonly write: (text: string) => Effect.Effect<void>
   readonly end: Effect.Effect<void>
   readonly exit: Effect.Effect<Result>
+  /** The exit, within `within`: past it the test fails (and the process is killed with the scope). */
+  readonly exitWithin: (within: Duration.DurationInput) => Effect.Effect<Result>
 }
 
+export interface Options {
+  /** The child's working directory; the repository's root unless given. */
+  readonly cwd?: string | undefined
+  /** {@link run} only: the bound on the exit, as {@link Running.exitWithin}; none unless given. */
+  readonly within?: Duration.DurationInput | undefined
+}
+
+/** `effect`, or a defect saying `what()` once `within`, when given, has passed. */
+const bounded = <A>(
+  effect: Effect.Effect<A>,
+  within: Duration.DurationInput | undefined,
+  what: () => string
+): Effect.Effect<A> =>
+  within === undefined ? effect : effect.pipe(
+    Effect.timeoutFail({ duration: within, onTimeout: () => new Error(what()) }),
+    Effect.orDie
+  )
+
 /** Starts the real `reprise` binary (node + its bin script), as `npx reprise` does. */
-export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = repoRoot) =>
+export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: Options = {}) =>
   Effect.acquireRelease(
     Effect.sync((): Running => {
+      const cwd = options.cwd ?? repoRoot
+      const started = performance.now()
       const child = spawn(process.execPath, [bin, ...args], { cwd, env: { ...cleanEnv(), ...env } })
       let stdout = ""
       let stderr = ""
@@ -92,14 +116,22 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
         stderr += d
         wake()
       })
-      const awaitText = (on: "stdout" | "stderr") => (pattern: RegExp) =>
-        Effect.async<void>((resume) => {
-          if (pattern.test(on === "stdout" ? stdout : stderr)) return resume(Effect.void)
-          waiters.push({ on, pattern, done: () => resume(Effect.void) })
-        })
+      const awaitText = (on: "stdout" | "stderr") => (pattern: RegExp, within?: Duration.DurationInput) =>
+        bounded(
+          Effect.async<void>((resume) => {
+            if (pattern.test(on === "stdout" ? stdout : stderr)) return resume(Effect.void)
+            waiters.push({ on, pattern, done: () => resume(Effect.void) })
+          }),
+          within,
+          () => `${on} never matched ${pattern}: ${on === "stdout" ? stdout : stderr}`
+        )
       const exited = new Promise<Result>((resolve) =>
-        child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+        child.on(
+          "close",
+          (code, signal) => resolve({ code, signal, stdout, stderr, took: performance.now() - started })
+        )
       )
+      const exit = Effect.promise(() => exited)
       return {
         child,
         stdout: () => stdout,
@@ -108,12 +140,18 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
         awaitStderr: awaitText("stderr"),
         write: (text) => Effect.async<void>((resume) => void child.stdin.write(text, () => resume(Effect.void))),
         end: Effect.sync(() => void child.stdin.end()),
-        exit: Effect.promise(() => exited)
+        exit,
+        exitWithin: (within) =>
+          bounded(exit, within, () => `still running after ${Duration.format(within)}; stderr: ${stderr}`)
       }
     }),
     (running) => Effect.sync(() => running.child.exitCode === null && running.child.kill("SIGKILL"))
   )
 
-/** Runs the binary to completion with empty stdin. */
-export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = repoRoot) =>
-  Effect.scoped(Effect.flatMap(start(args, env, cwd), (running) => Effect.zipRight(running.end, running.exit)))
+/** Runs the binary to completion with empty stdin (within `options.within`, when given). */
+export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: Options = {}) =>
+  Effect.scoped(Effect.flatMap(start(args, env, options), (running) =>
+    Effect.zipRight(
+      running.end,
+      options.within === undefined ? running.exit : running.exitWithin(options.within)
+    )))
