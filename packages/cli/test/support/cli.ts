@@ -5,7 +5,7 @@
  */
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, TestServices } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -78,7 +78,10 @@ export interface Options {
   readonly within?: Duration.DurationInput | undefined
 }
 
-/** `effect`, or a defect saying `what()` once `within`, when given, has passed. */
+/**
+ * `effect`, or a defect saying `what()` once `within`, when given, has passed: real time (a child runs on the
+ * machine's clock), also under the `TestClock` of `it.effect`.
+ */
 const bounded = <A>(
   effect: Effect.Effect<A>,
   within: Duration.DurationInput | undefined,
@@ -86,6 +89,7 @@ const bounded = <A>(
 ): Effect.Effect<A> =>
   within === undefined ? effect : effect.pipe(
     Effect.timeoutFail({ duration: within, onTimeout: () => new Error(what()) }),
+    TestServices.provideLive,
     Effect.orDie
   )
 
