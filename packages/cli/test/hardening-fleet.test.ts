@@ -8,14 +8,10 @@
 import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { Duration, Effect } from "effect"
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
-import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
-import * as path from "node:path"
 import { redisServer } from "../../fleet/test/utils/redisServer.js"
 import * as SessionLock from "../src/SessionLock.js"
-import { chatArgs, repoRoot, run, setup, start } from "./support/cli.js"
+import { chatArgs, holder, run, setup, start, tempSession } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-test-hardening-key" }
 /** The bound on a run that names none: seconds, not the minutes of a wait with no bound. */
@@ -49,43 +45,6 @@ const silentServer = Effect.acquireRelease(
   ),
   ({ close }) => close
 )
-
-/**
- * Another process holding the session's lock (the CLI's own `SessionLock`, from the build) until its stdin ends:
- * a stand-in for a `reprise repl` on the same session. Released (continued first, if stopped) with the scope.
- */
-const holder = (session: string) =>
-  Effect.acquireRelease(
-    Effect.async<ChildProcessWithoutNullStreams>((resume) => {
-      const lock = path.join(repoRoot, "packages/cli/dist/SessionLock.js")
-      const code = `
-        import { Effect } from "effect"
-        import * as SessionLock from ${JSON.stringify(lock)}
-        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-          yield* SessionLock.acquire(process.argv[1], { wait: false, command: "reprise repl" })
-          process.stdout.write("held\\n")
-          yield* Effect.async((resume) => {
-            process.stdin.resume()
-            process.stdin.on("end", () => resume(Effect.void))
-          })
-        })))
-      `
-      const child = spawn(process.execPath, ["--input-type=module", "-e", code, session], {
-        cwd: path.join(repoRoot, "packages/cli")
-      })
-      child.stdout.setEncoding("utf8").on("data", (d: string) => d.includes("held") && resume(Effect.succeed(child)))
-      child.stderr.setEncoding("utf8").on("data", (d: string) => process.stderr.write(d))
-    }),
-    (child) =>
-      Effect.async<void>((resume) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-        child.once("close", () => resume(Effect.void))
-        child.kill("SIGCONT")
-        child.stdin.end()
-      })
-  )
-
-const tempSession = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-h-lock-")), "session.jsonl")
 
 layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(60) })(
   "hardening: the fleet's Redis and the session's lock",
@@ -172,7 +131,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         const session = tempSession()
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
         const held = yield* holder(session)
-        held.kill("SIGSTOP")
+        process.kill(held.pid, "SIGSTOP")
         const result = yield* run(chatArgs(base, "--session", session, "hi"), env, { within: Duration.seconds(6) })
         assert.strictEqual(result.code, 2, result.stderr)
         assert.include(result.stderr, `in use by pid ${held.pid}`)

@@ -1,12 +1,15 @@
 /**
  * What the CLI's end-to-end suites share: the real `reprise` binary run as a child process ({@link start},
- * {@link run}), the arguments of a `chat` against the loopback simulator ({@link chatArgs}) and the simulator's
- * `openai-chat` route scripted for one test ({@link setup}).
+ * {@link run}), the arguments of a `chat` against the loopback simulator ({@link chatArgs}), the simulator's
+ * `openai-chat` route scripted for one test ({@link setup}), and a session file in a temporary directory
+ * ({@link tempSession}) with another process holding its lock ({@link holder}).
  */
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect, TestServices } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -159,3 +162,40 @@ export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {
       running.end,
       options.within === undefined ? running.exit : running.exitWithin(options.within)
     )))
+
+/** A session file (not yet created) in a new temporary directory. */
+export const tempSession = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-lock-")), "session.jsonl")
+
+/**
+ * Another process holding the lock of `session` (the CLI's own `SessionLock`, from the build: `hold-session.mjs`)
+ * until the returned `release` closes its stdin, continuing it first in case a test stopped it: a stand-in for
+ * another reprise in a long turn. Released with the scope.
+ */
+export const holder = (session: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly pid: number; readonly release: Effect.Effect<void> }>((resume) => {
+      const child = spawn(process.execPath, [
+        path.join(repoRoot, "packages/cli/test/support/hold-session.mjs"),
+        session
+      ])
+      let out = ""
+      let closed = false
+      child.on("close", () => (closed = true))
+      child.stdout.setEncoding("utf8").on("data", (d: string) => {
+        out += d
+        if (/held \d+\n/.test(out)) {
+          resume(Effect.succeed({
+            pid: child.pid!,
+            release: Effect.async<void>((done) => {
+              if (closed) return done(Effect.void)
+              child.on("close", () => done(Effect.void))
+              child.kill("SIGCONT")
+              child.stdin.end()
+            })
+          }))
+        }
+      })
+      child.stderr.setEncoding("utf8").on("data", (d: string) => process.stderr.write(d))
+    }),
+    (h) => h.release
+  )
