@@ -7,44 +7,11 @@ import { assert, describe, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { chatArgs, repoRoot, run, setup, start } from "./support/cli.js"
+import { chatArgs, holder, run, setup, start, tempSession } from "./support/cli.js"
 
 const env = { OPENAI_API_KEY: "sk-test-lock-key" }
-/** Another process holding the session's lock until the returned `release` (its stdin closing). */
-const holder = (session: string) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly pid: number; readonly release: Effect.Effect<void> }>((resume) => {
-      const child = spawn(process.execPath, [
-        path.join(repoRoot, "packages/cli/test/support/hold-session.mjs"),
-        session
-      ])
-      let out = ""
-      let closed = false
-      child.on("close", () => (closed = true))
-      child.stdout.setEncoding("utf8").on("data", (d: string) => {
-        out += d
-        if (/held \d+\n/.test(out)) {
-          resume(Effect.succeed({
-            pid: child.pid!,
-            release: Effect.async<void>((done) => {
-              if (closed) return done(Effect.void)
-              child.on("close", () => done(Effect.void))
-              child.stdin.end()
-            })
-          }))
-        }
-      })
-      child.stderr.setEncoding("utf8").on("data", (d: string) => process.stderr.write(d))
-    }),
-    (h) => h.release
-  )
-
-const tempSession = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-lock-")), "session.jsonl")
-
 layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(60) })(
   "one writer per session",
   (it) => {

@@ -7,101 +7,15 @@
  */
 import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
-import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
-import { type ChildProcess, type ChildProcessWithoutNullStreams, execFile, spawn } from "node:child_process"
-import * as fs from "node:fs"
 import * as net from "node:net"
-import * as os from "node:os"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { redisServer } from "../../fleet/test/utils/redisServer.js"
 import * as SessionLock from "../src/SessionLock.js"
+import { chatArgs, holder, run, setup, start, tempSession } from "./support/cli.js"
 
-const packageRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const bin = path.join(packageRoot, "bin/reprise.js")
 const env = { OPENAI_API_KEY: "sk-test-hardening-key" }
-
-interface Result {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-  /** Milliseconds from the spawn to the exit. */
-  readonly took: number
-}
-
-interface Running {
-  readonly child: ChildProcessWithoutNullStreams
-  readonly awaitStderr: (pattern: RegExp) => Effect.Effect<void, Error>
-  /** The exit, within `within` (the process is killed and the test fails past it). */
-  readonly exit: (within: Duration.DurationInput) => Effect.Effect<Result, Error>
-}
-
-/** Starts the built `reprise` with an empty environment but for `extra` and PATH; killed with the scope. */
-const start = (args: ReadonlyArray<string>, extra: Record<string, string> = env) =>
-  Effect.acquireRelease(
-    Effect.sync((): Running => {
-      const started = performance.now()
-      const child = spawn(process.execPath, [bin, ...args], {
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...extra }
-      })
-      let stdout = ""
-      let stderr = ""
-      const wake: Array<() => void> = []
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
-      child.stderr.setEncoding("utf8").on("data", (d: string) => {
-        stderr += d
-        for (const w of [...wake]) w()
-      })
-      const exited = new Promise<Result>((resolve) =>
-        child.on("close", (code) => resolve({ code, stdout, stderr, took: performance.now() - started }))
-      )
-      return {
-        child,
-        awaitStderr: (pattern) =>
-          Effect.async<void>((resume) => {
-            const check = () => {
-              if (!pattern.test(stderr)) return
-              wake.splice(wake.indexOf(check), 1)
-              resume(Effect.void)
-            }
-            wake.push(check)
-            check()
-          }).pipe(Effect.timeoutFail({
-            duration: Duration.seconds(10),
-            onTimeout: () => new Error(`stderr never matched ${pattern}: ${stderr}`)
-          })),
-        exit: (within) =>
-          Effect.promise(() => exited).pipe(Effect.timeoutFail({
-            duration: within,
-            onTimeout: () => new Error(`still running after ${Duration.format(within)}; stderr: ${stderr}`)
-          }))
-      }
-    }),
-    (running) => Effect.sync(() => running.child.exitCode === null && running.child.kill("SIGKILL"))
-  )
-
-/** Runs `reprise` with stdin closed, to its exit within `within`. */
-const run = (args: ReadonlyArray<string>, within: Duration.DurationInput = Duration.seconds(15)) =>
-  Effect.scoped(Effect.flatMap(start(args), (running) => {
-    running.child.stdin.end()
-    return running.exit(within)
-  }))
-
-const chatArgs = (base: string, ...extra: ReadonlyArray<string>) => [
-  "chat",
-  "--base-url",
-  base,
-  "--model",
-  "test-model",
-  ...extra
-]
-
-const setup = (route: SimulatorScript.RouteScript) =>
-  Effect.gen(function*() {
-    const sim = yield* Simulator.Simulator
-    yield* sim.setScript({ routes: { "openai-chat": route } })
-    return { base: sim.baseUrl("openai-chat"), count: sim.count("openai-chat") }
-  })
+/** The bound on a run that names none: seconds, not the minutes of a wait with no bound. */
+const bounded = { within: Duration.seconds(15) }
 
 /**
  * A server on a loopback port that accepts every connection and never writes a byte: a stopped Redis, a silent
@@ -132,89 +46,6 @@ const silentServer = Effect.acquireRelease(
   ({ close }) => close
 )
 
-const freePort = Effect.async<number>((resume) => {
-  const server = net.createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const port = (server.address() as net.AddressInfo).port
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
-
-/** A real `redis-server` on a free loopback port, without persistence; killed with the scope. */
-const redisServer = Effect.gen(function*() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-h-redis-"))
-  const port = yield* freePort
-  const child = yield* Effect.acquireRelease(
-    Effect.async<ChildProcess, Error>((resume) => {
-      const child = spawn("redis-server", [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir
-      ], { stdio: ["ignore", "pipe", "pipe"] })
-      let out = ""
-      child.stdout!.setEncoding("utf8").on("data", (d: string) => {
-        out += d
-        if (out.includes("Ready to accept connections")) resume(Effect.succeed(child))
-      })
-      child.on("error", (error) => resume(Effect.fail(error)))
-      child.on("exit", (code) => resume(Effect.fail(new Error(`redis-server exited (${code}): ${out}`))))
-    }).pipe(Effect.timeoutFail({ duration: Duration.seconds(10), onTimeout: () => new Error("no redis-server") })),
-    (child) =>
-      Effect.async<void>((resume) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-        child.once("exit", () => resume(Effect.void))
-        child.kill("SIGKILL")
-      }).pipe(Effect.zipRight(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
-  )
-  const cli = (...args: ReadonlyArray<string>) =>
-    Effect.async<string>((resume) => {
-      execFile("redis-cli", ["-p", String(port), ...args], (_error, stdout) => resume(Effect.succeed(stdout.trim())))
-    })
-  return { port, url: `redis://127.0.0.1:${port}/0`, child, cli }
-})
-
-/**
- * Another process holding the session's lock (the CLI's own `SessionLock`, from the build) until its stdin ends:
- * a stand-in for a `reprise repl` on the same session. Released (continued first, if stopped) with the scope.
- */
-const holder = (session: string) =>
-  Effect.acquireRelease(
-    Effect.async<ChildProcessWithoutNullStreams>((resume) => {
-      const lock = path.join(packageRoot, "dist/SessionLock.js")
-      const code = `
-        import { Effect } from "effect"
-        import * as SessionLock from ${JSON.stringify(lock)}
-        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-          yield* SessionLock.acquire(process.argv[1], { wait: false, command: "reprise repl" })
-          process.stdout.write("held\\n")
-          yield* Effect.async((resume) => {
-            process.stdin.resume()
-            process.stdin.on("end", () => resume(Effect.void))
-          })
-        })))
-      `
-      const child = spawn(process.execPath, ["--input-type=module", "-e", code, session], { cwd: packageRoot })
-      child.stdout.setEncoding("utf8").on("data", (d: string) => d.includes("held") && resume(Effect.succeed(child)))
-      child.stderr.setEncoding("utf8").on("data", (d: string) => process.stderr.write(d))
-    }),
-    (child) =>
-      Effect.async<void>((resume) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-        child.once("close", () => resume(Effect.void))
-        child.kill("SIGCONT")
-        child.stdin.end()
-      })
-  )
-
-const tempSession = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-h-lock-")), "session.jsonl")
-
 layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(60) })(
   "hardening: the fleet's Redis and the session's lock",
   (it) => {
@@ -222,7 +53,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       Effect.gen(function*() {
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
         const silent = yield* silentServer
-        const result = yield* run(chatArgs(base, "--fleet", `redis://127.0.0.1:${silent.port}/0`, "hi"))
+        const result = yield* run(chatArgs(base, "--fleet", `redis://127.0.0.1:${silent.port}/0`, "hi"), env, bounded)
         assert.strictEqual(result.code, 0, result.stderr)
         assert.strictEqual(result.stdout, "hello\n")
         // node's start, the 1 s bound, the turn: seconds, not the minutes of a wait with no bound
@@ -234,12 +65,12 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       Effect.gen(function*() {
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
         const silent = yield* silentServer
-        const running = yield* start(chatArgs(base, "--fleet", `redis://127.0.0.1:${silent.port}/0`, "hi"))
+        const running = yield* start(chatArgs(base, "--fleet", `redis://127.0.0.1:${silent.port}/0`, "hi"), env)
         running.child.stdin.end()
         yield* Effect.promise(() => silent.connected)
         const signalled = performance.now()
         running.child.kill("SIGINT")
-        const result = yield* running.exit(Duration.seconds(5))
+        const result = yield* running.exitWithin(Duration.seconds(5))
         assert.strictEqual(result.code, 130, result.stderr)
         assert.isTrue(performance.now() - signalled < 3000)
         assert.strictEqual(yield* count, 0)
@@ -250,7 +81,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         const { base } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
         const redis = yield* redisServer
         assert.strictEqual(yield* redis.cli("CLIENT", "PAUSE", "6000", "ALL"), "OK")
-        const result = yield* run(chatArgs(base, "--fleet", redis.url, "hi"))
+        const result = yield* run(chatArgs(base, "--fleet", redis.url, "hi"), env, bounded)
         assert.strictEqual(result.code, 0, result.stderr)
         assert.isTrue(result.took < 4500, `took ${result.took} ms`)
       }))
@@ -262,7 +93,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           steps: [{ kind: "status", status: 429, headers: { "retry-after": "1" } }]
         })
         const redis = yield* redisServer
-        const result = yield* run(chatArgs(base, "--fleet", redis.url, "--fleet-name", "own-pause", "hi"))
+        const result = yield* run(chatArgs(base, "--fleet", redis.url, "--fleet-name", "own-pause", "hi"), env, bounded)
         assert.strictEqual(result.code, 0, result.stderr)
         assert.strictEqual(result.stdout, "after the wait\n")
         assert.match(result.stderr, /HTTP 429/)
@@ -273,10 +104,10 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     it.scoped("fleet URLs: a database past Redis's range is a usage error, and the hint is given once", () =>
       Effect.gen(function*() {
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
-        const big = yield* run(chatArgs(base, "--fleet", "redis://127.0.0.1:6379/99999999999", "hi"))
+        const big = yield* run(chatArgs(base, "--fleet", "redis://127.0.0.1:6379/99999999999", "hi"), env, bounded)
         assert.strictEqual(big.code, 2, big.stderr)
         assert.match(big.stderr, /database from 0 to 2147483647/)
-        const named = yield* run(chatArgs(base, "--fleet", "redis://127.0.0.1:6379/main", "hi"))
+        const named = yield* run(chatArgs(base, "--fleet", "redis://127.0.0.1:6379/main", "hi"), env, bounded)
         assert.strictEqual(named.code, 2, named.stderr)
         assert.strictEqual(named.stderr.split("redis://HOST:PORT/DB").length - 1, 1, named.stderr)
         assert.strictEqual(yield* count, 0)
@@ -287,10 +118,10 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         const session = tempSession()
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
         const held = yield* holder(session)
-        const waiting = yield* start(chatArgs(base, "--session", session, "--wait-session", "hi"))
-        yield* waiting.awaitStderr(new RegExp(`waiting for pid ${held.pid}`))
+        const waiting = yield* start(chatArgs(base, "--session", session, "--wait-session", "hi"), env)
+        yield* waiting.awaitStderr(new RegExp(`waiting for pid ${held.pid}`), Duration.seconds(10))
         waiting.child.kill("SIGINT")
-        const result = yield* waiting.exit(Duration.seconds(5))
+        const result = yield* waiting.exitWithin(Duration.seconds(5))
         assert.strictEqual(result.code, 130, result.stderr)
         assert.strictEqual(yield* count, 0)
       }))
@@ -300,16 +131,16 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         const session = tempSession()
         const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "hello" } }] })
         const held = yield* holder(session)
-        held.kill("SIGSTOP")
-        const result = yield* run(chatArgs(base, "--session", session, "hi"), Duration.seconds(6))
+        process.kill(held.pid, "SIGSTOP")
+        const result = yield* run(chatArgs(base, "--session", session, "hi"), env, { within: Duration.seconds(6) })
         assert.strictEqual(result.code, 2, result.stderr)
         assert.include(result.stderr, `in use by pid ${held.pid}`)
         assert.include(result.stderr, "which is stopped")
         assert.isTrue(result.took < 4000, `took ${result.took} ms`)
-        const waiting = yield* start(chatArgs(base, "--session", session, "--wait-session", "hi"))
-        yield* waiting.awaitStderr(new RegExp(`waiting for pid ${held.pid}`))
+        const waiting = yield* start(chatArgs(base, "--session", session, "--wait-session", "hi"), env)
+        yield* waiting.awaitStderr(new RegExp(`waiting for pid ${held.pid}`), Duration.seconds(10))
         waiting.child.kill("SIGINT")
-        const interrupted = yield* waiting.exit(Duration.seconds(5))
+        const interrupted = yield* waiting.exitWithin(Duration.seconds(5))
         assert.strictEqual(interrupted.code, 130, interrupted.stderr)
         assert.strictEqual(yield* count, 0)
       }))
@@ -326,7 +157,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           }),
           (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
         )
-        const result = yield* run(chatArgs(base, "--session", session, "hi"), Duration.seconds(6))
+        const result = yield* run(chatArgs(base, "--session", session, "hi"), env, { within: Duration.seconds(6) })
         assert.strictEqual(result.code, 2, result.stderr)
         assert.include(result.stderr, "the session is in use")
         assert.include(result.stderr, `pid ${process.pid}`)

@@ -1,12 +1,15 @@
 /**
  * What the CLI's end-to-end suites share: the real `reprise` binary run as a child process ({@link start},
- * {@link run}), the arguments of a `chat` against the loopback simulator ({@link chatArgs}) and the simulator's
- * `openai-chat` route scripted for one test ({@link setup}).
+ * {@link run}), the arguments of a `chat` against the loopback simulator ({@link chatArgs}), the simulator's
+ * `openai-chat` route scripted for one test ({@link setup}), and a session file in a temporary directory
+ * ({@link tempSession}) with another process holding its lock ({@link holder}).
  */
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import { Effect } from "effect"
+import { Duration, Effect, TestServices } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -52,25 +55,53 @@ export interface Result {
   readonly signal: NodeJS.Signals | null
   readonly stdout: string
   readonly stderr: string
+  /** Milliseconds from the spawn to the exit. */
+  readonly took: number
 }
 
 export interface Running {
   readonly child: ChildProcessWithoutNullStreams
   readonly stdout: () => string
   readonly stderr: () => string
-  /** Resolves when stdout has printed text matching `pattern`. */
-  readonly awaitStdout: (pattern: RegExp) => Effect.Effect<void>
-  /** Resolves when stderr has printed text matching `pattern`. */
-  readonly awaitStderr: (pattern: RegExp) => Effect.Effect<void>
+  /** Resolves when stdout has printed text matching `pattern`; past `within`, when given, the test fails. */
+  readonly awaitStdout: (pattern: RegExp, within?: Duration.DurationInput | undefined) => Effect.Effect<void>
+  /** Resolves when stderr has printed text matching `pattern`; past `within`, when given, the test fails. */
+  readonly awaitStderr: (pattern: RegExp, within?: Duration.DurationInput | undefined) => Effect.Effect<void>
   readonly write: (text: string) => Effect.Effect<void>
   readonly end: Effect.Effect<void>
   readonly exit: Effect.Effect<Result>
+  /** The exit, within `within`: past it the test fails (and the process is killed with the scope). */
+  readonly exitWithin: (within: Duration.DurationInput) => Effect.Effect<Result>
 }
 
+export interface Options {
+  /** The child's working directory; the repository's root unless given. */
+  readonly cwd?: string | undefined
+  /** {@link run} only: the bound on the exit, as {@link Running.exitWithin}; none unless given. */
+  readonly within?: Duration.DurationInput | undefined
+}
+
+/**
+ * `effect`, or a defect saying `what()` once `within`, when given, has passed: real time (a child runs on the
+ * machine's clock), also under the `TestClock` of `it.effect`.
+ */
+const bounded = <A>(
+  effect: Effect.Effect<A>,
+  within: Duration.DurationInput | undefined,
+  what: () => string
+): Effect.Effect<A> =>
+  within === undefined ? effect : effect.pipe(
+    Effect.timeoutFail({ duration: within, onTimeout: () => new Error(what()) }),
+    TestServices.provideLive,
+    Effect.orDie
+  )
+
 /** Starts the real `reprise` binary (node + its bin script), as `npx reprise` does. */
-export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = repoRoot) =>
+export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: Options = {}) =>
   Effect.acquireRelease(
     Effect.sync((): Running => {
+      const cwd = options.cwd ?? repoRoot
+      const started = performance.now()
       const child = spawn(process.execPath, [bin, ...args], { cwd, env: { ...cleanEnv(), ...env } })
       let stdout = ""
       let stderr = ""
@@ -92,14 +123,22 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
         stderr += d
         wake()
       })
-      const awaitText = (on: "stdout" | "stderr") => (pattern: RegExp) =>
-        Effect.async<void>((resume) => {
-          if (pattern.test(on === "stdout" ? stdout : stderr)) return resume(Effect.void)
-          waiters.push({ on, pattern, done: () => resume(Effect.void) })
-        })
+      const awaitText = (on: "stdout" | "stderr") => (pattern: RegExp, within?: Duration.DurationInput) =>
+        bounded(
+          Effect.async<void>((resume) => {
+            if (pattern.test(on === "stdout" ? stdout : stderr)) return resume(Effect.void)
+            waiters.push({ on, pattern, done: () => resume(Effect.void) })
+          }),
+          within,
+          () => `${on} never matched ${pattern}: ${on === "stdout" ? stdout : stderr}`
+        )
       const exited = new Promise<Result>((resolve) =>
-        child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+        child.on(
+          "close",
+          (code, signal) => resolve({ code, signal, stdout, stderr, took: performance.now() - started })
+        )
       )
+      const exit = Effect.promise(() => exited)
       return {
         child,
         stdout: () => stdout,
@@ -108,12 +147,55 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
         awaitStderr: awaitText("stderr"),
         write: (text) => Effect.async<void>((resume) => void child.stdin.write(text, () => resume(Effect.void))),
         end: Effect.sync(() => void child.stdin.end()),
-        exit: Effect.promise(() => exited)
+        exit,
+        exitWithin: (within) =>
+          bounded(exit, within, () => `still running after ${Duration.format(within)}; stderr: ${stderr}`)
       }
     }),
     (running) => Effect.sync(() => running.child.exitCode === null && running.child.kill("SIGKILL"))
   )
 
-/** Runs the binary to completion with empty stdin. */
-export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, cwd = repoRoot) =>
-  Effect.scoped(Effect.flatMap(start(args, env, cwd), (running) => Effect.zipRight(running.end, running.exit)))
+/** Runs the binary to completion with empty stdin (within `options.within`, when given). */
+export const run = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: Options = {}) =>
+  Effect.scoped(Effect.flatMap(start(args, env, options), (running) =>
+    Effect.zipRight(
+      running.end,
+      options.within === undefined ? running.exit : running.exitWithin(options.within)
+    )))
+
+/** A session file (not yet created) in a new temporary directory. */
+export const tempSession = () => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-lock-")), "session.jsonl")
+
+/**
+ * Another process holding the lock of `session` (the CLI's own `SessionLock`, from the build: `hold-session.mjs`)
+ * until the returned `release` closes its stdin, continuing it first in case a test stopped it: a stand-in for
+ * another reprise in a long turn. Released with the scope.
+ */
+export const holder = (session: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly pid: number; readonly release: Effect.Effect<void> }>((resume) => {
+      const child = spawn(process.execPath, [
+        path.join(repoRoot, "packages/cli/test/support/hold-session.mjs"),
+        session
+      ])
+      let out = ""
+      let closed = false
+      child.on("close", () => (closed = true))
+      child.stdout.setEncoding("utf8").on("data", (d: string) => {
+        out += d
+        if (/held \d+\n/.test(out)) {
+          resume(Effect.succeed({
+            pid: child.pid!,
+            release: Effect.async<void>((done) => {
+              if (closed) return done(Effect.void)
+              child.on("close", () => done(Effect.void))
+              child.kill("SIGCONT")
+              child.stdin.end()
+            })
+          }))
+        }
+      })
+      child.stderr.setEncoding("utf8").on("data", (d: string) => process.stderr.write(d))
+    }),
+    (h) => h.release
+  )
