@@ -8,6 +8,7 @@
 import * as Cause from "effect/Cause"
 import type * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -16,7 +17,8 @@ import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import * as Budget from "../Budget.js"
 import * as Classification from "../Classification.js"
 import * as FleetLimits from "../FleetLimits.js"
@@ -108,26 +110,52 @@ export const reply = <E extends AttemptError, R, RH>(
   options: Options<RH>,
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH> =>
-  Effect.gen(function*() {
-    const allowance = yield* Budget.enclosingOrNew
-    const run = new ReplyRun<RH>(
-      open as Open<AttemptError, never>,
-      options,
-      meters,
-      allowance,
-      yield* FiberRef.get(currentReplay),
-      yield* Policy.PolicySettings,
-      yield* RecoveryNotifications.RecoveryNotifications,
-      yield* FleetLimits.FleetLimits,
-      yield* Pacing.Pacing
-    )
-    return yield* run.run().pipe(
-      Effect.onInterrupt(() => run.abandon()),
-      Effect.provideService(Budget.Budget, allowance),
-      Effect.provideService(Resumption.Resumption, run),
-      Effect.withSpan(Telemetry.SpanName.reply, { attributes: options.spanAttributes ?? {}, captureStackTrace: false })
-    )
-  }) as Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH>
+  Effect.flatMap(
+    Effect.all([
+      Budget.enclosingOrNew,
+      FiberRef.get(currentReplay),
+      Policy.PolicySettings,
+      RecoveryNotifications.RecoveryNotifications,
+      FleetLimits.FleetLimits,
+      Pacing.Pacing
+    ]),
+    ([allowance, replay, policy, notifications, fleet, pacing]) => {
+      const run = new ReplyRun<RH>(
+        open as Open<AttemptError, never>,
+        options,
+        meters,
+        allowance,
+        replay,
+        policy,
+        notifications,
+        fleet,
+        pacing
+      )
+      return region(
+        Effect.makeSpan(Telemetry.SpanName.reply, {
+          attributes: options.spanAttributes ?? {},
+          captureStackTrace: false
+        }),
+        (span) => Context.make(Budget.Budget, allowance).pipe(
+          Context.add(Resumption.Resumption, run),
+          Context.add(Tracer.ParentSpan, span)
+        ),
+        () => run.run(),
+        // interrupted, the background response the reply was reading is cancelled; the cancel's own defect is joined
+        // to the interruption, as `Effect.onInterrupt` joins a finalizer's
+        (span, exit) =>
+          Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+            ? Effect.flatMap(Effect.exit(run.abandon()), (cancelled) =>
+              Exit.isSuccess(cancelled)
+                ? endSpan(span, exit)
+                : Effect.zipRight(
+                  endSpan(span, Exit.failCause(Cause.sequential(exit.cause, cancelled.cause))),
+                  Effect.failCause(cancelled.cause)
+                ))
+            : endSpan(span, exit)
+      )
+    }
+  ) as Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH>
 
 /**
  * The wait before the next attempt: `delay` counted from `since`, the moment the failed attempt's failure was observed
@@ -197,13 +225,18 @@ class ReplyRun<RH> implements Resumption.Service {
 
   /** The reply: `beforeGeneration`, its attempts, then its commit told. */
   run(): Effect.Effect<Generation.Reply, RecoveryError, RH> {
+    const before = this.options.hooks?.beforeGeneration
+    const attempts = Effect.flatMap(this.attempts(), (reply) => this.told(reply))
+    return before === undefined ? attempts : Effect.zipRight(
+      Effect.mapError(before, (cause) => new HookError.HookError({ hook: "beforeGeneration", cause })),
+      attempts
+    )
+  }
+
+  /** A committed reply: told to the listener, counted, on the reply's span, then given to `afterGeneration`. */
+  told(reply: Generation.Reply): Effect.Effect<Generation.Reply, RecoveryError, RH> {
     const self = this
     return Effect.gen(function*() {
-      const before = self.options.hooks?.beforeGeneration
-      if (before !== undefined) {
-        yield* Effect.mapError(before, (cause) => new HookError.HookError({ hook: "beforeGeneration", cause }))
-      }
-      const reply = yield* self.attempts()
       yield* self.notify(N.Committed({ reply }))
       yield* Metric.increment(self.meters.committed)
       yield* Effect.annotateCurrentSpan(replyAttributes(reply))
@@ -215,48 +248,50 @@ class ReplyRun<RH> implements Resumption.Service {
     })
   }
 
-  /** The attempts, one after another, until one commits or recovery stops. */
+  /**
+   * The attempts, one after another, until one commits or recovery stops. Each step returns what runs next, so that
+   * nothing of the steps before is held while an attempt reads its stream.
+   */
   attempts(): Effect.Effect<Generation.Reply, RecoveryError, RH> {
-    const self = this
-    return Effect.gen(function*() {
-      while (true) {
-        if (self.fleet !== FleetLimits.unlimited) {
-          // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way
-          // the send waits out a pause the fleet is in.
-          const beyond = yield* self.waitForFleet(
-            yield* (self.attemptsOfReply === 0 ? self.fleet.deposit : self.fleet.paused)
-          )
-          if (Option.isSome(beyond)) {
-            yield* self.abandon()
-            return yield* self.exhausted("RetryAfterBeyondDeadline", beyond.value)
-          }
-        }
-        yield* self.pacing.admit
-        const decision = yield* self.attempt()
-        switch (decision._tag) {
-          case "Commit":
-            self.live = undefined
-            return decision.reply
-          case "Stop":
-            yield* self.abandon()
-            return yield* decision.stop
-          case "Retry": {
-            const wait = waitFrom(decision.delay, decision.failedAt)
-            // the response left behind is cancelled during the wait, which it does not lengthen
-            if (self.resumableNow() === undefined) {
-              self.live = undefined
-              yield* wait
-            } else {
-              yield* Effect.all([self.abandon(), wait], { concurrency: 2, discard: true })
-            }
-            break
-          }
-          case "Resume":
-            self.pending = decision.pending
-            yield* waitFrom(decision.delay, decision.failedAt)
-        }
+    const next = Effect.zipRight(
+      this.pacing.admit,
+      Effect.flatMap(Effect.suspend(() => this.attempt()), (decision) => this.after(decision))
+    )
+    if (this.fleet === FleetLimits.unlimited) return next
+    // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way the
+    // send waits out a pause the fleet is in.
+    return Effect.flatMap(
+      Effect.flatMap(
+        this.attemptsOfReply === 0 ? this.fleet.deposit : this.fleet.paused,
+        (pause) => this.waitForFleet(pause)
+      ),
+      (beyond) =>
+        Option.isSome(beyond)
+          ? Effect.zipRight(this.abandon(), this.exhausted("RetryAfterBeyondDeadline", beyond.value))
+          : next
+    )
+  }
+
+  /** What follows an attempt's decision: the reply, the end, or the wait and the next attempt. */
+  after(decision: Decision): Effect.Effect<Generation.Reply, RecoveryError, RH> {
+    switch (decision._tag) {
+      case "Commit":
+        this.live = undefined
+        return Effect.succeed(decision.reply)
+      case "Stop":
+        return Effect.zipRight(this.abandon(), decision.stop)
+      case "Retry": {
+        const wait = waitFrom(decision.delay, decision.failedAt)
+        // the response left behind is cancelled during the wait, which it does not lengthen
+        const waited = this.resumableNow() === undefined
+          ? Effect.zipRight(Effect.sync(() => (this.live = undefined)), wait)
+          : Effect.all([this.abandon(), wait], { concurrency: 2, discard: true })
+        return Effect.zipRight(waited, Effect.suspend(() => this.attempts()))
       }
-    })
+      case "Resume":
+        this.pending = decision.pending
+        return Effect.zipRight(waitFrom(decision.delay, decision.failedAt), Effect.suspend(() => this.attempts()))
+    }
   }
 
   /**
@@ -272,9 +307,14 @@ class ReplyRun<RH> implements Resumption.Service {
       ? this.open
       : Provider.fromStream(resumed.continuation.stream) as Open<AttemptError, never>
     const attempt = new AttemptRun<RH>(this, resumed)
-    return withAttemptSpan(
-      { [A.maxAttempts]: this.allowance.settings.maxAttempts },
-      Effect.flatMap(Effect.exit(attempt.read(open)), (exit) => attempt.decide(exit))
+    return region(
+      Effect.makeSpan(Telemetry.SpanName.attempt, {
+        attributes: { [A.maxAttempts]: this.allowance.settings.maxAttempts },
+        captureStackTrace: false
+      }),
+      (span) => Context.make(Tracer.ParentSpan, span),
+      () => Effect.flatMap(Effect.exit(attempt.read(open)), (exit) => attempt.decide(exit)),
+      (span, exit) => Effect.flatMap(attemptSpanExit(exit), (ended) => endSpan(span, ended))
     )
   }
 
@@ -612,21 +652,23 @@ class AttemptRun<RH> {
    * and surfaced. A failure is stamped with the moment it was seen ({@link seen}).
    */
   read(open: Open<AttemptError, never>): Effect.Effect<void, AttemptError, RH> {
-    const self = this
-    return Effect.gen(function*() {
-      const pull = yield* Effect.tapError(open, (error) => self.seen(error))
-      while (true) {
-        const next = yield* Effect.either(pull)
-        if (Either.isLeft(next)) {
-          if (Option.isNone(next.left)) return
-          yield* self.seen(next.left.value)
-          return yield* Effect.fail(next.left.value)
-        }
-        yield* self.onEvents(next.right)
+    // `open` runs in the attempt's scope, which the region below provides
+    const read = Effect.matchEffect(open as Effect.Effect<Provider.Pull<AttemptError>, AttemptError>, {
+      onFailure: (error) => Effect.zipRight(this.seen(error), Effect.fail(error)),
+      onSuccess: (pull) => {
+        const next: Effect.Effect<void, AttemptError, RH> = Effect.matchEffect(pull, {
+          onFailure: (end) =>
+            Option.isNone(end) ? Effect.void : Effect.zipRight(this.seen(end.value), Effect.fail(end.value)),
+          onSuccess: (events) => Effect.zipRight(this.onEvents(events), next)
+        })
+        return next
       }
-    }).pipe(
-      Effect.scoped,
-      Effect.provideService(Budget.CurrentSends, this.sends)
+    })
+    return region(
+      Scope.make(),
+      (scope) => Context.make(Scope.Scope, scope).pipe(Context.add(Budget.CurrentSends, this.sends)),
+      () => read,
+      (scope, exit) => Scope.close(scope, exit)
     )
   }
 
@@ -793,37 +835,47 @@ class AttemptRun<RH> {
 }
 
 /**
- * `body` in an attempt span of its own, ended with the attempt's outcome: a commit succeeds, a failed attempt's span
- * fails with the attempt's own error, and a defect or an interruption ends it with that.
+ * `use` with the services `acquire` made added to the fiber's context, then `release` run with its exit once the
+ * context is given back: what `Effect.provide` over `Effect.scoped` or `Effect.withSpan` does, in one region instead of
+ * one per combinator. A reply in flight holds the frames of every region around its read for as long as it reads: with
+ * one combinator per service, a reply and its attempt held about 20 KB more of the heap per stream in figure 3's
+ * stalled replies (docs/performance.md, "One region per reply and per attempt").
  */
-const withAttemptSpan = <R>(
-  attributes: Record<string, unknown>,
-  body: Effect.Effect<Decision, never, R>
-): Effect.Effect<Decision, never, R> =>
+const region = <S, A, E, R>(
+  acquire: Effect.Effect<S>,
+  services: (acquired: S) => Context.Context<never>,
+  use: (acquired: S) => Effect.Effect<A, E, R>,
+  release: (acquired: S, exit: Exit.Exit<A, E>) => Effect.Effect<void>
+): Effect.Effect<A, E, R> =>
   Effect.acquireUseRelease(
-    Effect.makeSpan(Telemetry.SpanName.attempt, { attributes, captureStackTrace: false }),
-    (span) => Effect.withParentSpan(body, span),
-    (span, exit) =>
-      Effect.flatMap(spanExit(exit), (ended) =>
-        Effect.flatMap(endTime, (now) =>
-          Effect.sync(() => {
-            if (span.status._tag !== "Ended") span.end(now, ended)
-          })))
+    Effect.flatMap(acquire, (acquired) =>
+      Effect.map(
+        FiberRef.getAndUpdate(FiberRef.currentContext, (outer) => Context.merge(outer, services(acquired))),
+        (outer) => ({ acquired, outer })
+      )),
+    ({ acquired }) => use(acquired),
+    ({ acquired, outer }, exit) =>
+      Effect.zipRight(FiberRef.set(FiberRef.currentContext, outer), release(acquired, exit))
   )
 
-const spanExit = (exit: Exit.Exit<Decision, unknown>): Effect.Effect<Exit.Exit<unknown, unknown>> =>
+/** Ends `span` with `exit` at the `Clock`'s time (when the tracer's timing is on), unless it has ended. */
+const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.flatMap(
+    FiberRef.get(FiberRef.currentTracerTimingEnabled),
+    (timing) =>
+      Effect.map(timing ? Clock.currentTimeNanos : Effect.succeed(0n), (now) => {
+        if (span.status._tag !== "Ended") span.end(now, exit)
+      })
+  )
+
+/** An attempt's span ends with its outcome: a commit succeeds, a failed attempt fails with its own error. */
+const attemptSpanExit = (exit: Exit.Exit<Decision, unknown>): Effect.Effect<Exit.Exit<unknown, unknown>> =>
   Exit.isFailure(exit)
     ? Effect.succeed(exit)
     : exit.value._tag === "Commit"
     ? Effect.succeed(Exit.void)
     // failed as `Effect.fail` fails, which captures the current span (the reply's) in the error
     : Effect.exit(Effect.fail(exit.value.error))
-
-/** The time a span ends at: the `Clock`'s, when the tracer's timing is on. */
-const endTime: Effect.Effect<bigint> = Effect.flatMap(
-  FiberRef.get(FiberRef.currentTracerTimingEnabled),
-  (timing) => timing ? Clock.currentTimeNanos : Effect.succeed(0n)
-)
 
 /** The reply's facts on its span. */
 export const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
