@@ -23,6 +23,7 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as HttpClient from "@effect/platform/HttpClient"
 import * as Message from "@reprise/core/Message"
+import * as Pacing from "@reprise/core/Pacing"
 import * as Policy from "@reprise/core/Policy"
 import * as Recovery from "@reprise/core/Recovery"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
@@ -143,6 +144,10 @@ interface Client {
   readonly ok: () => number
 }
 
+/** `REPRISE_BENCH_PACING=N` paces reprise's client, N attempts a turn of the event loop; unset, it runs unpaced. */
+const pacingVariable = process.env.REPRISE_BENCH_PACING
+const pacing = pacingVariable === undefined || pacingVariable === "" ? undefined : Number(pacingVariable)
+
 const clientOf = async (
   mode: string,
   url: string,
@@ -169,7 +174,9 @@ const clientOf = async (
   if (mode === "reprise") {
     const runtime = ManagedRuntime.make(Layer.mergeAll(
       HttpProvider.layerUndici("openai-chat", { apiKey: Redacted.make("sk-bench-not-a-key"), baseUrl }),
-      Policy.layer({ backoffBase: Duration.millis(10), backoffMax: Duration.millis(100), jitter: false })
+      Policy.layer({ backoffBase: Duration.millis(10), backoffMax: Duration.millis(100), jitter: false }),
+      // `REPRISE_BENCH_PACING=N`: reprise's client paced, N attempts a turn of the event loop (docs/pacing.md)
+      pacing === undefined ? Layer.empty : Pacing.layer({ attemptsPerTurn: pacing })
     ))
     await runtime.runPromise(Effect.void)
     dispose = () => runtime.dispose()
