@@ -136,10 +136,11 @@ export const reply = <E extends AttemptError, R, RH>(
           attributes: options.spanAttributes ?? {},
           captureStackTrace: false
         }),
-        (span) => Context.make(Budget.Budget, allowance).pipe(
-          Context.add(Resumption.Resumption, run),
-          Context.add(Tracer.ParentSpan, span)
-        ),
+        (span) =>
+          Context.make(Budget.Budget, allowance).pipe(
+            Context.add(Resumption.Resumption, run),
+            Context.add(Tracer.ParentSpan, span)
+          ),
         () => run.run(),
         // interrupted, the background response the reply was reading is cancelled; the cancel's own defect is joined
         // to the interruption, as `Effect.onInterrupt` joins a finalizer's
