@@ -20,6 +20,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Tool from "@reprise/core/Tool"
+import * as Transcript from "@reprise/core/Transcript"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -28,7 +29,6 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as NFS from "node:fs"
-import { describeCause } from "./internal/describe.js"
 
 /**
  * `now {}`: the current time in ISO 8601, e.g. `2025-01-31T12:00:00.000Z`.
@@ -210,7 +210,8 @@ const isErrnoException = (u: unknown): u is NodeJS.ErrnoException =>
   u instanceof Error && Predicate.hasProperty(u, "code") && Predicate.isString(u.code)
 
 /** A failure for the model: the error code of a system call (its message carries absolute paths). */
-const describeFailure = (cause: unknown): string => isErrnoException(cause) ? String(cause.code) : describeCause(cause)
+const describeFailure = (cause: unknown): string =>
+  isErrnoException(cause) ? String(cause.code) : Transcript.describeCause(cause)
 
 /** The file types of `FileSystem.File.Type`, for a `node:fs` stat. */
 const typeOf = (stats: NFS.Stats): FileSystem.File.Type =>

@@ -21,7 +21,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import { describeCause } from "./internal/describe.js"
+import * as Describe from "./internal/describe.js"
 import * as Message from "./Message.js"
 
 /**
@@ -287,7 +287,7 @@ export const read = (path: string): Effect.Effect<Contents, TranscriptError, Fil
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const readError = (cause: unknown) =>
-      new TranscriptError({ reason: "Read", path, detail: describeCause(cause), cause })
+      new TranscriptError({ reason: "Read", path, detail: Describe.describeCause(cause), cause })
     const info = yield* fs.stat(path).pipe(
       Effect.map(Option.some),
       Effect.catchIf(
@@ -339,7 +339,9 @@ export const checkWritable = (path: string): Effect.Effect<void, TranscriptError
       return yield* new TranscriptError({ reason: "Write", path, detail: `not a regular file (${info.value.type})` })
     }
     yield* Effect.scoped(fs.open(path, { flag: "a" })).pipe(
-      Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describeCause(cause), cause }))
+      Effect.mapError((cause) =>
+        new TranscriptError({ reason: "Write", path, detail: Describe.describeCause(cause), cause })
+      )
     )
   })
 
@@ -429,5 +431,18 @@ export const append = (
       })).pipe(Effect.tapError(() => Effect.ignore(fs.truncate(path, start))))
     }))
   }).pipe(
-    Effect.mapError((cause) => new TranscriptError({ reason: "Write", path, detail: describeCause(cause), cause }))
+    Effect.mapError((cause) =>
+      new TranscriptError({ reason: "Write", path, detail: Describe.describeCause(cause), cause })
+    )
   )
+
+/**
+ * A short description of a file-system failure for an error message: the platform's `SystemError` reason
+ * (`NotFound`, `PermissionDenied`, …) rather than its long message, which carries absolute paths; for a reason the
+ * platform does not name, Node's error code and its text (`ENOSPC: no space left on device`). Transcripts describe
+ * their read and write failures with it; so do the CLI's file tools.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const describeCause: (cause: unknown) => string = Describe.describeCause
