@@ -2,8 +2,9 @@
  * resume: a cut background response of the Responses API continues as the same response (`Resumption`) instead of
  * being regenerated, through the real provider layer and undici against the loopback simulator's background
  * responses. For every cut point of recorded captures, the committed reply equals the uncut one and the previews
- * never show a character twice; a gap and a duplicate; an expired response (the poll fallback surfaces the suffix
- * only); a refused resume whose poll fails too (then replay, as before); the cancel sent once when recovery gives up
+ * never show a character twice; a gap and a duplicate; a resume checked at its terminal against the response's output
+ * (a hole or a repeated prefix is replayed, a skipped tail completed); an expired response (the poll fallback surfaces
+ * the suffix only); a refused resume whose poll fails too (then replay); the cancel sent once when recovery gives up
  * or is interrupted; Retry-After on a resume; a tool call of a resumed response run once. Every wait runs under
  * TestClock (the sockets are real, so a test lets them work before it moves the clock).
  */
@@ -106,6 +107,41 @@ const sseStep = (body: string): SimulatorScript.Step => ({
   headers: { "content-type": "text/event-stream" },
   body
 })
+
+/**
+ * A numbered background reply of `words` in the chunk format, written to a temporary file: `response.created` (0), one
+ * text delta per word (1 …), and `response.completed` whose output holds the whole text.
+ */
+const wordsReply = (words: ReadonlyArray<string>) => {
+  const response = { id: "resp_words", object: "response", status: "in_progress", output: [] }
+  const text = words.join("")
+  const message = {
+    id: "msg_words",
+    type: "message",
+    role: "assistant",
+    status: "completed",
+    content: [{ type: "output_text", text, annotations: [] }]
+  }
+  const events: Array<Record<string, unknown>> = [
+    { type: "response.created", sequence_number: 0, response },
+    ...words.map((delta, i) => ({
+      type: "response.output_text.delta",
+      sequence_number: i + 1,
+      item_id: "msg_words",
+      output_index: 0,
+      content_index: 0,
+      delta
+    })),
+    {
+      type: "response.completed",
+      sequence_number: words.length + 1,
+      response: { ...response, status: "completed", output: [message] }
+    }
+  ]
+  const file = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "reprise-resume-")), "words.chunks.txt")
+  Fs.writeFileSync(file, events.map((e) => JSON.stringify(e)).join("\n"))
+  return { file, events, text }
+}
 
 const run = (options: Parameters<typeof start>[1]) => Effect.flatMap(start(route, options), (started) => started.run)
 
@@ -288,6 +324,72 @@ describe("the resumed stream must continue the cursor", () => {
         [3, "poll"]
       ])
       assert.strictEqual(reply.attempts, 3)
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+})
+
+describe("the terminal's output checks what a resume surfaced", () => {
+  const words = ["Alpha ", "beta ", "gamma ", "delta ", "epsilon."]
+
+  it.effect("a resume that skips an event after its first: a hole is never committed, the response is replayed", () =>
+    Effect.gen(function*() {
+      const { events, file, text } = wordsReply(words)
+      // cut after "Alpha " (cursor 1); the resume continues at 2 as it must, then skips "gamma " (3)
+      yield* script(route, {
+        reply: { fixture: file },
+        steps: [{ kind: "eof", afterEvents: 2 }],
+        resume: { steps: [sseStep(sse([events[2]!, events[4]!, events[5]!, events[6]!]))] }
+      })
+      const outcome = yield* driven({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      // the ended response is not polled or cancelled: a new send
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 1, poll: 0, cancel: 0 })
+      const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+      assert.strictEqual(discarded?.attempt, 2)
+      assert.strictEqual(discarded?.discardedText, "Alpha beta delta epsilon.")
+      assert.strictEqual((discarded?.error as any).reason, "ResumeGap")
+      assert.match((discarded?.error as any).message, /final text \(31 characters\) does not begin with the 25/)
+      assert.strictEqual(reply.attempts, 3)
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.effect("a server that ignores starting_after and numbers from the cursor: no repeated prefix is committed", () =>
+    Effect.gen(function*() {
+      const { events, file, text } = wordsReply(words)
+      // cut after "gamma " (cursor 3); the resume sends the whole response again, numbered from 4
+      yield* script(route, {
+        reply: { fixture: file },
+        steps: [{ kind: "eof", afterEvents: 4 }],
+        resume: { steps: [sseStep(sse(events.map((e, i) => ({ ...e, sequence_number: 4 + i }))))] }
+      })
+      const outcome = yield* driven({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 1, poll: 0, cancel: 0 })
+      const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+      assert.strictEqual(discarded?.discardedText, "Alpha beta gamma Alpha beta gamma delta epsilon.")
+      assert.strictEqual((discarded?.error as any).reason, "ResumeGap")
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.effect("a resume that skips the last text events: the terminal's output supplies only the rest", () =>
+    Effect.gen(function*() {
+      const { events, file, text } = wordsReply(words)
+      // cut after "Alpha " (cursor 1); the resume sends "beta " and "gamma ", then the terminal
+      yield* script(route, {
+        reply: { fixture: file },
+        steps: [{ kind: "eof", afterEvents: 2 }],
+        resume: { steps: [sseStep(sse([events[2]!, events[3]!, events[6]!]))] }
+      })
+      const outcome = yield* driven({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
+      assert.strictEqual(ofTag(outcome.notes, "AttemptDiscarded").length, 0)
+      const resumed = ofTag(outcome.notes, "Preview").filter((p) => p.attempt === 2 && p.event._tag === "TextDelta")
+        .map((p) => (p.event as any).text)
+      assert.deepStrictEqual(resumed, ["beta ", "gamma ", "delta epsilon."])
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
 
