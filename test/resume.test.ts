@@ -4,7 +4,8 @@
  * responses. For every cut point of recorded captures, the committed reply equals the uncut one and the previews
  * never show a character twice; a gap and a duplicate; a resume checked at its terminal against the response's output
  * (a hole or a repeated prefix is replayed, a skipped tail completed); an expired response (the poll fallback surfaces
- * the suffix only); a refused resume whose poll fails too (then replay); the cancel sent once when recovery gives up
+ * the suffix only); a refused resume whose poll fails too (then replay); polls that cannot account for the response,
+ * against a node:http server (replayed with the budget left); the cancel sent once when recovery gives up
  * or is interrupted; Retry-After on a resume; a tool call of a resumed response run once. Every wait runs under
  * TestClock (the sockets are real, so a test lets them work before it moves the clock).
  */
@@ -18,6 +19,8 @@ import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
 import * as Fs from "node:fs"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -489,6 +492,152 @@ describe("the poll fallback", () => {
       const sends = (yield* (yield* Simulator.Simulator).requestsTo(route)).filter((r) => r.kind === "send")
       assert.deepStrictEqual(sends.map((r) => r.responseId), ["resp_sim_1", "resp_sim_4"])
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+})
+
+/**
+ * A background server of its own (node:http, 127.0.0.1) whose polls answer `poll`: its first send is cut after
+ * "Alpha beta " (a clean end without the terminal), every resume is the API's 400 for a response too old to stream,
+ * so the next attempt polls; a later send is a new response, "Replayed answer.". `requests` lists each request's
+ * method and URL.
+ */
+const pollServer = (poll: { readonly status: number; readonly body: string }) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly baseUrl: string; readonly requests: Array<string>; readonly server: Http.Server }>(
+      (resume) => {
+        const requests: Array<string> = []
+        const json = (res: Http.ServerResponse, status: number, body: string) => {
+          res.writeHead(status, { "content-type": "application/json" })
+          res.end(body)
+        }
+        const server = Http.createServer((req, res) => {
+          requests.push(`${req.method} ${req.url}`)
+          req.resume()
+          req.on("end", () => {
+            const url = req.url ?? ""
+            if (req.method === "POST" && url === "/v1/responses") {
+              const first = requests.filter((r) => r === "POST /v1/responses").length === 1
+              const id = first ? "resp_cut" : "resp_new"
+              const response = { id, object: "response", status: "in_progress", output: [] }
+              const deltas = first ? ["Alpha ", "beta "] : ["Replayed answer."]
+              const events: Array<Record<string, unknown>> = [
+                { type: "response.created", sequence_number: 0, response },
+                ...deltas.map((delta, i) => ({ type: "response.output_text.delta", sequence_number: i + 1, delta }))
+              ]
+              if (!first) {
+                const content = [{ type: "output_text", text: deltas.join("") }]
+                events.push({
+                  type: "response.completed",
+                  sequence_number: deltas.length + 1,
+                  response: { ...response, status: "completed", output: [{ type: "message", content }] }
+                })
+              }
+              res.writeHead(200, { "content-type": "text/event-stream" })
+              res.end(sse(events))
+            } else if (req.method === "GET" && url.startsWith("/v1/responses/resp_cut?stream=true")) {
+              json(
+                res,
+                400,
+                JSON.stringify({
+                  error: {
+                    message: "This response can no longer be streamed because it is more than 5 minutes old.",
+                    type: "invalid_request_error",
+                    param: null,
+                    code: null
+                  }
+                })
+              )
+            } else if (req.method === "GET" && url === "/v1/responses/resp_cut") {
+              json(res, poll.status, poll.body)
+            } else if (req.method === "POST" && url === "/v1/responses/resp_cut/cancel") {
+              json(res, 200, JSON.stringify({ id: "resp_cut", object: "response", status: "cancelled", output: [] }))
+            } else {
+              json(res, 404, JSON.stringify({ error: { message: "no such route", type: "invalid_request_error" } }))
+            }
+          })
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as AddressInfo
+          resume(Effect.succeed({ baseUrl: `http://127.0.0.1:${port}/v1`, requests, server }))
+        })
+      }
+    ),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+describe("a poll that cannot account for the response: the attempt is replayed with the budget left", () => {
+  const message = (text: string) => [{ type: "message", content: [{ type: "output_text", text }] }]
+  const cases: ReadonlyArray<{
+    readonly name: string
+    readonly poll: { readonly status: number; readonly body: string }
+    readonly cancelled: boolean
+    readonly because: RegExp
+  }> = [
+    {
+      name: "a 404 after an expired resume (the response is gone: nothing to cancel)",
+      poll: {
+        status: 404,
+        body: JSON.stringify({
+          error: { message: "Response with id 'resp_cut' not found.", type: "invalid_request_error", code: null }
+        })
+      },
+      cancelled: false,
+      because: /the poll of the response was refused \(.*404/
+    },
+    {
+      name: "a status the API does not define is not taken as completed",
+      poll: {
+        status: 200,
+        body: JSON.stringify({ id: "resp_cut", status: "paused", output: message("Alpha beta gamma.") })
+      },
+      cancelled: true,
+      because: /answered a status the API does not define/
+    },
+    {
+      name: "another response's object",
+      poll: {
+        status: 200,
+        body: JSON.stringify({ id: "resp_other", status: "completed", output: message("Alpha beta OTHER.") })
+      },
+      cancelled: true,
+      because: /answered another response's object/
+    },
+    {
+      name: "an object that does not decode",
+      poll: { status: 200, body: "{\"id\": \"resp_cut\", \"status\": " },
+      cancelled: true,
+      because: /answered an object that does not decode/
+    }
+  ]
+
+  for (const c of cases) {
+    it.scoped(c.name, () =>
+      Effect.gen(function*() {
+        const server = yield* pollServer(c.poll)
+        const outcome = yield* driven({ request: request(true), provider: { baseUrl: server.baseUrl } })
+        const reply = committed(outcome)
+        assert.strictEqual(reply.text, "Replayed answer.")
+        assert.strictEqual(shown(outcome.notes), "Replayed answer.")
+        assert.deepStrictEqual(server.requests.filter((r) => !r.endsWith("/cancel")), [
+          "POST /v1/responses",
+          "GET /v1/responses/resp_cut?stream=true&starting_after=2",
+          "GET /v1/responses/resp_cut",
+          "POST /v1/responses"
+        ])
+        assert.strictEqual(server.requests.includes("POST /v1/responses/resp_cut/cancel"), c.cancelled)
+        // the send, the resume, the poll and the replay, each debited
+        assert.strictEqual(reply.attempts, 4)
+        const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+        assert.strictEqual(discarded?.attempt, 3)
+        assert.strictEqual(discarded?.discardedText, "Alpha beta ")
+        assert.strictEqual((discarded?.error as any)._tag, "TransportError")
+        assert.strictEqual((discarded?.error as any).reason, "ResumeGap")
+        assert.match((discarded?.error as any).message, c.because)
+      }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+  }
 })
 
 describe("giving up cancels the response, once", () => {

@@ -39,6 +39,7 @@ import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as Resumption from "@reprise/core/Resumption"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Clock from "effect/Clock"
@@ -928,9 +929,9 @@ const decoder = (
    * a `cancelled` one a permanent `ProviderError{providerCode: "cancelled"}`.
    */
   const complete = (
-    response: FinalResponse
+    response: FinalResponse,
+    status: "completed" | "incomplete" | "failed" | "cancelled"
   ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    const status = response.status ?? "completed"
     // finished on the server, whatever becomes of its output here
     if (track !== undefined) track.settled = true
     if (status === "failed" || status === "cancelled") {
@@ -946,11 +947,7 @@ const decoder = (
     }
     return Either.flatMap(
       rest(response),
-      (suffix) =>
-        Either.map(
-          terminal(response as typeof Response.Type, status === "incomplete" ? "incomplete" : status),
-          (events) => [...suffix, ...events]
-        )
+      (suffix) => Either.map(terminal(response as typeof Response.Type, status), (events) => [...suffix, ...events])
     )
   }
   return { decode, machine, complete }
@@ -1040,7 +1037,8 @@ const pollIntervalOf = (options: Options): Duration.Duration => {
  * - A **poll** follows a refused resume (a 400, such as "can no longer be streamed", or a 404; a gap) at once, and
  *   takes the scope's last send in place of a resume: its first `GET` is the send, then it polls every
  *   `pollInterval` (not debited) until the response is finished, within the deadline, and emits the rest of the
- *   reply (`complete`).
+ *   reply (`complete`). A poll that cannot account for the response (a 400 or 404, an object that does not decode,
+ *   is another response's or has a status the API does not define) is a `ResumeGap`.
  * - Nothing continues a response that failed on the server, a stream without sequence numbers, a failure that is
  *   not retryable (other than a refusal), or a failed poll: that attempt is replayed like any other.
  * - `cancel` posts `{base}/responses/{id}/cancel`, not debited.
@@ -1084,6 +1082,20 @@ const backgroundStream = (
         })
       )
 
+    // A poll that cannot account for the response is a gap of that poll, replayed like any gap: a refusal (400, or a
+    // 404: the response is gone, nothing to cancel), an object that does not decode, that is another response's, or
+    // whose status the API does not define. Other failures (401, 403, a 5xx, a reset) keep their own classification.
+    const unaccounted = (detail: string, cause?: unknown) =>
+      new TransportError.TransportError({
+        reason: "ResumeGap",
+        detail: `${variant.protocol}: the poll of the response ${detail}`,
+        ...(cause === undefined ? {} : { cause })
+      })
+    const refusedPoll = <E>(error: E): E | TransportError.TransportError => {
+      if (!ProviderRejection.isProviderRejection(error) || (error.status !== 400 && error.status !== 404)) return error
+      if (error.status === 404) track.settled = true
+      return unaccounted(`was refused (${error.message})`, error)
+    }
     // a polled object is decoded like an event: its schema, its text scrubbed and cut in a complaint, and a value
     // nested too deep reported by its depth
     const decodePolled = SseInternal.jsonDecoder(FinalResponse, settings)
@@ -1092,11 +1104,15 @@ const backgroundStream = (
         const allowance = yield* Budget.Budget
         let debit = true
         while (true) {
-          const body = yield* Background.poll(client, settings, id, debit)
+          const body = yield* Effect.mapError(Background.poll(client, settings, id, debit), refusedPoll)
           debit = false
           const response = decodePolled({ event: "response object", id: undefined, data: body })
-          if (response instanceof SseInternal.Failed) return yield* Effect.fail(response.failure)
-          if (response.status === "queued" || response.status === "in_progress") {
+          if (response instanceof SseInternal.Failed) {
+            return yield* Effect.fail(unaccounted("answered an object that does not decode", response.failure))
+          }
+          if (response.id !== id) return yield* Effect.fail(unaccounted("answered another response's object"))
+          const status = response.status
+          if (status === "queued" || status === "in_progress") {
             const now = yield* Clock.currentTimeNanos
             if (now + Option.getOrElse(Duration.toNanos(pollInterval), () => 0n) >= allowance.deadlineAt) {
               return yield* Budget.deadlineReached(allowance)
@@ -1104,7 +1120,10 @@ const backgroundStream = (
             yield* Effect.sleep(pollInterval)
             continue
           }
-          const events = complete(response)
+          if (status !== "completed" && status !== "incomplete" && status !== "failed" && status !== "cancelled") {
+            return yield* Effect.fail(unaccounted("answered a status the API does not define"))
+          }
+          const events = complete(response, status)
           if (Either.isLeft(events)) return yield* Effect.fail(events.left)
           return Stream.fromIterable(events.right)
         }
