@@ -2,8 +2,10 @@
  * resume: a cut background response of the Responses API continues as the same response (`Resumption`) instead of
  * being regenerated, through the real provider layer and undici against the loopback simulator's background
  * responses. For every cut point of recorded captures, the committed reply equals the uncut one and the previews
- * never show a character twice; a gap and a duplicate; an expired response (the poll fallback surfaces the suffix
- * only); a refused resume whose poll fails too (then replay, as before); the cancel sent once when recovery gives up
+ * never show a character twice; a gap and a duplicate; a resume checked at its terminal against the response's output
+ * (a hole or a repeated prefix is replayed, a skipped tail completed); an expired response (the poll fallback surfaces
+ * the suffix only); a refused resume whose poll fails too (then replay); polls that cannot account for the response,
+ * against a node:http server (replayed with the budget left); the cancel sent once when recovery gives up
  * or is interrupted; Retry-After on a resume; a tool call of a resumed response run once. Every wait runs under
  * TestClock (the sockets are real, so a test lets them work before it moves the clock).
  */
@@ -17,6 +19,8 @@ import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
 import * as Fs from "node:fs"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -106,6 +110,41 @@ const sseStep = (body: string): SimulatorScript.Step => ({
   headers: { "content-type": "text/event-stream" },
   body
 })
+
+/**
+ * A numbered background reply of `words` in the chunk format, written to a temporary file: `response.created` (0), one
+ * text delta per word (1 …), and `response.completed` whose output holds the whole text.
+ */
+const wordsReply = (words: ReadonlyArray<string>) => {
+  const response = { id: "resp_words", object: "response", status: "in_progress", output: [] }
+  const text = words.join("")
+  const message = {
+    id: "msg_words",
+    type: "message",
+    role: "assistant",
+    status: "completed",
+    content: [{ type: "output_text", text, annotations: [] }]
+  }
+  const events: Array<Record<string, unknown>> = [
+    { type: "response.created", sequence_number: 0, response },
+    ...words.map((delta, i) => ({
+      type: "response.output_text.delta",
+      sequence_number: i + 1,
+      item_id: "msg_words",
+      output_index: 0,
+      content_index: 0,
+      delta
+    })),
+    {
+      type: "response.completed",
+      sequence_number: words.length + 1,
+      response: { ...response, status: "completed", output: [message] }
+    }
+  ]
+  const file = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "reprise-resume-")), "words.chunks.txt")
+  Fs.writeFileSync(file, events.map((e) => JSON.stringify(e)).join("\n"))
+  return { file, events, text }
+}
 
 const run = (options: Parameters<typeof start>[1]) => Effect.flatMap(start(route, options), (started) => started.run)
 
@@ -291,6 +330,72 @@ describe("the resumed stream must continue the cursor", () => {
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
 })
 
+describe("the terminal's output checks what a resume surfaced", () => {
+  const words = ["Alpha ", "beta ", "gamma ", "delta ", "epsilon."]
+
+  it.effect("a resume that skips an event after its first: a hole is never committed, the response is replayed", () =>
+    Effect.gen(function*() {
+      const { events, file, text } = wordsReply(words)
+      // cut after "Alpha " (cursor 1); the resume continues at 2 as it must, then skips "gamma " (3)
+      yield* script(route, {
+        reply: { fixture: file },
+        steps: [{ kind: "eof", afterEvents: 2 }],
+        resume: { steps: [sseStep(sse([events[2]!, events[4]!, events[5]!, events[6]!]))] }
+      })
+      const outcome = yield* driven({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      // the ended response is not polled or cancelled: a new send
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 1, poll: 0, cancel: 0 })
+      const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+      assert.strictEqual(discarded?.attempt, 2)
+      assert.strictEqual(discarded?.discardedText, "Alpha beta delta epsilon.")
+      assert.strictEqual((discarded?.error as any).reason, "ResumeGap")
+      assert.match((discarded?.error as any).message, /final text \(31 characters\) does not begin with the 25/)
+      assert.strictEqual(reply.attempts, 3)
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.effect("a server that ignores starting_after and numbers from the cursor: no repeated prefix is committed", () =>
+    Effect.gen(function*() {
+      const { events, file, text } = wordsReply(words)
+      // cut after "gamma " (cursor 3); the resume sends the whole response again, numbered from 4
+      yield* script(route, {
+        reply: { fixture: file },
+        steps: [{ kind: "eof", afterEvents: 4 }],
+        resume: { steps: [sseStep(sse(events.map((e, i) => ({ ...e, sequence_number: 4 + i }))))] }
+      })
+      const outcome = yield* driven({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 2, resume: 1, poll: 0, cancel: 0 })
+      const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+      assert.strictEqual(discarded?.discardedText, "Alpha beta gamma Alpha beta gamma delta epsilon.")
+      assert.strictEqual((discarded?.error as any).reason, "ResumeGap")
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+
+  it.effect("a resume that skips the last text events: the terminal's output supplies only the rest", () =>
+    Effect.gen(function*() {
+      const { events, file, text } = wordsReply(words)
+      // cut after "Alpha " (cursor 1); the resume sends "beta " and "gamma ", then the terminal
+      yield* script(route, {
+        reply: { fixture: file },
+        steps: [{ kind: "eof", afterEvents: 2 }],
+        resume: { steps: [sseStep(sse([events[2]!, events[3]!, events[6]!]))] }
+      })
+      const outcome = yield* driven({ request: request(true) })
+      const reply = committed(outcome)
+      assert.strictEqual(reply.text, text)
+      assert.strictEqual(shown(outcome.notes), text)
+      assert.deepStrictEqual(yield* counts, { send: 1, resume: 1, poll: 0, cancel: 0 })
+      assert.strictEqual(ofTag(outcome.notes, "AttemptDiscarded").length, 0)
+      const resumed = ofTag(outcome.notes, "Preview").filter((p) => p.attempt === 2 && p.event._tag === "TextDelta")
+        .map((p) => (p.event as any).text)
+      assert.deepStrictEqual(resumed, ["beta ", "gamma ", "delta epsilon."])
+    }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+})
+
 describe("the poll fallback", () => {
   it.effect("an expired response: the resume's 400, then polls every second until it is done; only the suffix is surfaced", () =>
     Effect.gen(function*() {
@@ -387,6 +492,152 @@ describe("the poll fallback", () => {
       const sends = (yield* (yield* Simulator.Simulator).requestsTo(route)).filter((r) => r.kind === "send")
       assert.deepStrictEqual(sends.map((r) => r.responseId), ["resp_sim_1", "resp_sim_4"])
     }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+})
+
+/**
+ * A background server of its own (node:http, 127.0.0.1) whose polls answer `poll`: its first send is cut after
+ * "Alpha beta " (a clean end without the terminal), every resume is the API's 400 for a response too old to stream,
+ * so the next attempt polls; a later send is a new response, "Replayed answer.". `requests` lists each request's
+ * method and URL.
+ */
+const pollServer = (poll: { readonly status: number; readonly body: string }) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly baseUrl: string; readonly requests: Array<string>; readonly server: Http.Server }>(
+      (resume) => {
+        const requests: Array<string> = []
+        const json = (res: Http.ServerResponse, status: number, body: string) => {
+          res.writeHead(status, { "content-type": "application/json" })
+          res.end(body)
+        }
+        const server = Http.createServer((req, res) => {
+          requests.push(`${req.method} ${req.url}`)
+          req.resume()
+          req.on("end", () => {
+            const url = req.url ?? ""
+            if (req.method === "POST" && url === "/v1/responses") {
+              const first = requests.filter((r) => r === "POST /v1/responses").length === 1
+              const id = first ? "resp_cut" : "resp_new"
+              const response = { id, object: "response", status: "in_progress", output: [] }
+              const deltas = first ? ["Alpha ", "beta "] : ["Replayed answer."]
+              const events: Array<Record<string, unknown>> = [
+                { type: "response.created", sequence_number: 0, response },
+                ...deltas.map((delta, i) => ({ type: "response.output_text.delta", sequence_number: i + 1, delta }))
+              ]
+              if (!first) {
+                const content = [{ type: "output_text", text: deltas.join("") }]
+                events.push({
+                  type: "response.completed",
+                  sequence_number: deltas.length + 1,
+                  response: { ...response, status: "completed", output: [{ type: "message", content }] }
+                })
+              }
+              res.writeHead(200, { "content-type": "text/event-stream" })
+              res.end(sse(events))
+            } else if (req.method === "GET" && url.startsWith("/v1/responses/resp_cut?stream=true")) {
+              json(
+                res,
+                400,
+                JSON.stringify({
+                  error: {
+                    message: "This response can no longer be streamed because it is more than 5 minutes old.",
+                    type: "invalid_request_error",
+                    param: null,
+                    code: null
+                  }
+                })
+              )
+            } else if (req.method === "GET" && url === "/v1/responses/resp_cut") {
+              json(res, poll.status, poll.body)
+            } else if (req.method === "POST" && url === "/v1/responses/resp_cut/cancel") {
+              json(res, 200, JSON.stringify({ id: "resp_cut", object: "response", status: "cancelled", output: [] }))
+            } else {
+              json(res, 404, JSON.stringify({ error: { message: "no such route", type: "invalid_request_error" } }))
+            }
+          })
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as AddressInfo
+          resume(Effect.succeed({ baseUrl: `http://127.0.0.1:${port}/v1`, requests, server }))
+        })
+      }
+    ),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+describe("a poll that cannot account for the response: the attempt is replayed with the budget left", () => {
+  const message = (text: string) => [{ type: "message", content: [{ type: "output_text", text }] }]
+  const cases: ReadonlyArray<{
+    readonly name: string
+    readonly poll: { readonly status: number; readonly body: string }
+    readonly cancelled: boolean
+    readonly because: RegExp
+  }> = [
+    {
+      name: "a 404 after an expired resume (the response is gone: nothing to cancel)",
+      poll: {
+        status: 404,
+        body: JSON.stringify({
+          error: { message: "Response with id 'resp_cut' not found.", type: "invalid_request_error", code: null }
+        })
+      },
+      cancelled: false,
+      because: /the poll of the response was refused \(.*404/
+    },
+    {
+      name: "a status the API does not define is not taken as completed",
+      poll: {
+        status: 200,
+        body: JSON.stringify({ id: "resp_cut", status: "paused", output: message("Alpha beta gamma.") })
+      },
+      cancelled: true,
+      because: /answered a status the API does not define/
+    },
+    {
+      name: "another response's object",
+      poll: {
+        status: 200,
+        body: JSON.stringify({ id: "resp_other", status: "completed", output: message("Alpha beta OTHER.") })
+      },
+      cancelled: true,
+      because: /answered another response's object/
+    },
+    {
+      name: "an object that does not decode",
+      poll: { status: 200, body: "{\"id\": \"resp_cut\", \"status\": " },
+      cancelled: true,
+      because: /answered an object that does not decode/
+    }
+  ]
+
+  for (const c of cases) {
+    it.scoped(c.name, () =>
+      Effect.gen(function*() {
+        const server = yield* pollServer(c.poll)
+        const outcome = yield* driven({ request: request(true), provider: { baseUrl: server.baseUrl } })
+        const reply = committed(outcome)
+        assert.strictEqual(reply.text, "Replayed answer.")
+        assert.strictEqual(shown(outcome.notes), "Replayed answer.")
+        assert.deepStrictEqual(server.requests.filter((r) => !r.endsWith("/cancel")), [
+          "POST /v1/responses",
+          "GET /v1/responses/resp_cut?stream=true&starting_after=2",
+          "GET /v1/responses/resp_cut",
+          "POST /v1/responses"
+        ])
+        assert.strictEqual(server.requests.includes("POST /v1/responses/resp_cut/cancel"), c.cancelled)
+        // the send, the resume, the poll and the replay, each debited
+        assert.strictEqual(reply.attempts, 4)
+        const [discarded] = ofTag(outcome.notes, "AttemptDiscarded")
+        assert.strictEqual(discarded?.attempt, 3)
+        assert.strictEqual(discarded?.discardedText, "Alpha beta ")
+        assert.strictEqual((discarded?.error as any)._tag, "TransportError")
+        assert.strictEqual((discarded?.error as any).reason, "ResumeGap")
+        assert.match((discarded?.error as any).message, c.because)
+      }).pipe(Effect.provide(simulator), Effect.provide(testPolicy)))
+  }
 })
 
 describe("giving up cancels the response, once", () => {

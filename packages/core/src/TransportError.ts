@@ -37,7 +37,8 @@ export type TypeId = typeof TypeId
  * - `ProviderError`: the stream carried an in-band error event (see `providerCode`).
  * - `TruncatedToolArguments`: a tool call's JSON arguments were still incomplete at EOF.
  * - `ResumeGap`: a continued response did not continue what was surfaced: its first event after the cursor was
- *   not the next one, or its final output does not extend the preview (see `Resumption`).
+ *   not the next one, its final output does not hold or extend the preview, or a poll could not account for it (see
+ *   `Resumption`).
  *
  * @since 0.1.0
  * @category models

@@ -39,6 +39,7 @@ import * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Provider from "@reprise/core/Provider"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
+import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as Resumption from "@reprise/core/Resumption"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Clock from "effect/Clock"
@@ -168,6 +169,41 @@ export const Response = Schema.Struct({
   error: optional(nullable(ErrorObject))
 }).annotations({ identifier: "Response" })
 
+/**
+ * An assistant `message` output item, as a finished response lists it: the texts of its `output_text` parts.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const MessageItem = Schema.Struct({
+  type: Schema.Literal("message"),
+  content: optional(nullable(Schema.Array(Schema.Struct({ type: Schema.String, text: NullableString }))))
+}).annotations({ identifier: "MessageItem" })
+
+/**
+ * A finished response object, as a terminal event carries it and a poll (`GET {base}/responses/{id}`) answers it: the
+ * {@link Response} and the texts of its messages, whose concatenation is the reply's text. A continuation checks what
+ * it surfaced against that text.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const FinalResponse = Schema.Struct({
+  ...Response.fields,
+  output: optional(nullable(Schema.Array(byType(
+    [FunctionCallItem, ReasoningItem, MessageItem],
+    Schema.Struct({
+      type: Schema.String
+    })
+  ))))
+}).annotations({ identifier: "FinalResponse" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export type FinalResponse = typeof FinalResponse.Type
+
 // The hot events (text, reasoning and argument deltas, one per token or so) are checked by a guard that accepts what
 // their schema accepts and returns what it returns (`guarded`; proven over generated values in
 // test/ResponsesEvent.test.ts). Decoding a delta this way costs about 0.1 µs, the schema's own parse several times
@@ -268,14 +304,15 @@ export const FunctionCallArgumentsDone = Schema.Struct({
 
 /**
  * The terminal events. `response.completed` and `response.done` with the status `failed` are failures, like
- * `response.failed`.
+ * `response.failed`. The texts of the response's messages are read only at the end of a continued background response,
+ * whose surfaced text they check (see {@link makeVariant}).
  *
  * @since 0.1.0
  * @category schemas
  */
 export const TerminalEvent = Schema.Struct({
   type: Schema.Literal("response.completed", "response.done", "response.incomplete"),
-  response: optional(nullable(Response)),
+  response: optional(nullable(FinalResponse)),
   sequence_number: Sequence
 })
 
@@ -357,42 +394,8 @@ const readTypes: ReadonlySet<string> = new Set(readEvents.flatMap((event) => eve
 // `ResponsesEvent` decodes a value of one of these types with that type's schema (see `byType`).
 const isRead = (event: ResponsesEvent): event is ReadEvent => readTypes.has(event.type)
 
-/**
- * An assistant `message` output item, as a poll reads it: the texts of its `output_text` parts.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const MessageItem = Schema.Struct({
-  type: Schema.Literal("message"),
-  content: optional(nullable(Schema.Array(Schema.Struct({ type: Schema.String, text: NullableString }))))
-}).annotations({ identifier: "MessageItem" })
-
-/**
- * The response object a poll (`GET {base}/responses/{id}`) answers, as far as a continuation reads it: the
- * {@link Response} and the texts of its messages, whose concatenation is the reply's text.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const PolledResponse = Schema.Struct({
-  ...Response.fields,
-  output: optional(nullable(Schema.Array(byType(
-    [FunctionCallItem, ReasoningItem, MessageItem],
-    Schema.Struct({
-      type: Schema.String
-    })
-  ))))
-}).annotations({ identifier: "PolledResponse" })
-
-/**
- * @since 0.1.0
- * @category schemas
- */
-export type PolledResponse = typeof PolledResponse.Type
-
 /** The reply's text in a response object: its messages' `output_text` parts, in order, with nothing inserted. */
-const outputText = (response: PolledResponse): string => {
+const outputText = (response: FinalResponse): string => {
   let text = ""
   for (const item of response.output ?? []) {
     if (item.type !== "message") continue
@@ -403,8 +406,12 @@ const outputText = (response: PolledResponse): string => {
   return text
 }
 
+/** The response lists a message: its output says what the reply's text is (an output left empty says nothing). */
+const listsMessage = (response: FinalResponse | null | undefined): response is FinalResponse =>
+  response?.output?.some((item) => item.type === "message") === true
+
 /** The reasoning summaries in a response object, in order. */
-const summaryText = (response: PolledResponse): string => {
+const summaryText = (response: FinalResponse): string => {
   let text = ""
   for (const item of response.output ?? []) {
     if (item.type !== "reasoning") continue
@@ -581,6 +588,8 @@ interface Tracker {
   cursor: number | undefined
   /** Set by a resume: the first event it reads must have this number. */
   expect: number | undefined
+  /** A resume has read part of the response: its terminal's output is checked against the text surfaced. */
+  resumed: boolean
   /** An event came without a number: the stream cannot be continued from a cursor. */
   unnumbered: boolean
   /** The response reached its end on the server: its terminal, `response.failed`, a finished poll. */
@@ -757,6 +766,38 @@ const decoder = (
       return [...complete, ...Internal.finishEvents(usage, hasCalls ? "tool_calls" : "stop", status)]
     })
 
+  /**
+   * What a finished response's output adds to what was surfaced of it: the rest of its text, and of its reasoning
+   * summaries when they extend what was shown. A final text that does not begin with the text surfaced is a
+   * `ResumeGap`: the continuation left a hole or showed something twice, and is never committed.
+   */
+  const rest = (
+    response: FinalResponse
+  ): Either.Either<Array<Generation.GenerationEvent>, TransportError.TransportError> => {
+    const shown = track?.text ?? ""
+    const text = outputText(response)
+    if (!text.startsWith(shown)) {
+      return Either.left(
+        new TransportError.TransportError({
+          reason: "ResumeGap",
+          detail:
+            `${protocol}: the response's final text (${text.length} characters) does not begin with the ${shown.length} characters surfaced`
+        })
+      )
+    }
+    const out: Array<Generation.GenerationEvent> = []
+    if (text.length > shown.length) out.push(Generation.TextDelta({ text: text.slice(shown.length) }))
+    if (track !== undefined) track.text = text
+    const summary = summaryText(response)
+    const thought = track?.reasoning ?? ""
+    // after reasoning text was shown, a summary would not extend it
+    if (track?.rawReasoning !== true && summary.length > thought.length && summary.startsWith(thought)) {
+      out.push(Generation.ReasoningDelta({ text: summary.slice(thought.length) }))
+      if (track !== undefined) track.reasoning = summary
+    }
+    return Either.right(out)
+  }
+
   const step = (
     event: Event,
     out: Array<Generation.GenerationEvent>
@@ -848,6 +889,12 @@ const decoder = (
         if (status === "failed") {
           return inBand(settings, context.requestId, event.response?.error, {})
         }
+        // A continued response's surfaced text must be the one its output holds, or the start of it.
+        if (track?.resumed === true && listsMessage(event.response)) {
+          const suffix = rest(event.response)
+          if (Either.isLeft(suffix)) return suffix.left
+          for (const e of suffix.right) out.push(e)
+        }
         const events = terminal(event.response, status === "incomplete" ? "incomplete" : status)
         if (Either.isLeft(events)) return events.left
         for (const e of events.right) out.push(e)
@@ -877,16 +924,14 @@ const decoder = (
   }
 
   /**
-   * The rest of the reply from a finished response object (a poll): what its final text adds to the text surfaced
-   * (a final text that does not begin with it is a `ResumeGap`: never a duplicated prefix, never a hole), the same
-   * for its reasoning summaries (only when they extend what was shown), then the terminal's events: its reasoning
-   * items and function calls not yet emitted, usage and the finish. A `failed` response is its in-band error, a
-   * `cancelled` one a permanent `ProviderError{providerCode: "cancelled"}`.
+   * The rest of the reply from a finished response object (a poll): {@link rest}, then the terminal's events: its
+   * reasoning items and function calls not yet emitted, usage and the finish. A `failed` response is its in-band error,
+   * a `cancelled` one a permanent `ProviderError{providerCode: "cancelled"}`.
    */
   const complete = (
-    response: PolledResponse
+    response: FinalResponse,
+    status: "completed" | "incomplete" | "failed" | "cancelled"
   ): Either.Either<ReadonlyArray<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
-    const status = response.status ?? "completed"
     // finished on the server, whatever becomes of its output here
     if (track !== undefined) track.settled = true
     if (status === "failed" || status === "cancelled") {
@@ -900,29 +945,9 @@ const decoder = (
           })
       )
     }
-    const shown = track?.text ?? ""
-    const text = outputText(response)
-    if (!text.startsWith(shown)) {
-      return Either.left(
-        new TransportError.TransportError({
-          reason: "ResumeGap",
-          detail:
-            `${protocol}: the response's final text (${text.length} characters) does not begin with the ${shown.length} characters surfaced`
-        })
-      )
-    }
-    const out: Array<Generation.GenerationEvent> = []
-    if (text.length > shown.length) out.push(Generation.TextDelta({ text: text.slice(shown.length) }))
-    if (track !== undefined) track.text = text
-    const summary = summaryText(response)
-    const thought = track?.reasoning ?? ""
-    // after reasoning text was shown, a summary would not extend it
-    if (track?.rawReasoning !== true && summary.length > thought.length && summary.startsWith(thought)) {
-      out.push(Generation.ReasoningDelta({ text: summary.slice(thought.length) }))
-    }
-    return Either.map(
-      terminal(response as typeof Response.Type, status === "incomplete" ? "incomplete" : status),
-      (events) => [...out, ...events]
+    return Either.flatMap(
+      rest(response),
+      (suffix) => Either.map(terminal(response as typeof Response.Type, status), (events) => [...suffix, ...events])
     )
   }
   return { decode, machine, complete }
@@ -1006,11 +1031,14 @@ const pollIntervalOf = (options: Options): Duration.Duration => {
  *
  * - A **resume** (after a cut stream, or a retryable failure of a resume) is one send,
  *   `GET …/responses/{id}?stream=true&starting_after=N`, N the cursor; the events it reads at or before N are
- *   dropped, and its first event after them must be N + 1 (otherwise a `ResumeGap`).
+ *   dropped, and its first event after them must be N + 1 (otherwise a `ResumeGap`). Its terminal's output must
+ *   hold the text surfaced (kept and resumed) or extend it, and then its rest is emitted; otherwise the resume showed
+ *   a hole or a repeat, a `ResumeGap` of a response that has ended: replayed.
  * - A **poll** follows a refused resume (a 400, such as "can no longer be streamed", or a 404; a gap) at once, and
  *   takes the scope's last send in place of a resume: its first `GET` is the send, then it polls every
  *   `pollInterval` (not debited) until the response is finished, within the deadline, and emits the rest of the
- *   reply (`complete`).
+ *   reply (`complete`). A poll that cannot account for the response (a 400 or 404, an object that does not decode,
+ *   is another response's or has a status the API does not define) is a `ResumeGap`.
  * - Nothing continues a response that failed on the server, a stream without sequence numbers, a failure that is
  *   not retryable (other than a refusal), or a failed poll: that attempt is replayed like any other.
  * - `cancel` posts `{base}/responses/{id}/cancel`, not debited.
@@ -1030,6 +1058,7 @@ const backgroundStream = (
       responseId: undefined,
       cursor: undefined,
       expect: undefined,
+      resumed: false,
       unnumbered: false,
       settled: false,
       erred: false,
@@ -1048,23 +1077,42 @@ const backgroundStream = (
       Stream.unwrap(
         Effect.map(Background.resume(client, settings, id, after), (response) => {
           track.expect = after + 1
+          track.resumed = true
           return read(response)
         })
       )
 
+    // A poll that cannot account for the response is a gap of that poll, replayed like any gap: a refusal (400, or a
+    // 404: the response is gone, nothing to cancel), an object that does not decode, that is another response's, or
+    // whose status the API does not define. Other failures (401, 403, a 5xx, a reset) keep their own classification.
+    const unaccounted = (detail: string, cause?: unknown) =>
+      new TransportError.TransportError({
+        reason: "ResumeGap",
+        detail: `${variant.protocol}: the poll of the response ${detail}`,
+        ...(cause === undefined ? {} : { cause })
+      })
+    const refusedPoll = <E>(error: E): E | TransportError.TransportError => {
+      if (!ProviderRejection.isProviderRejection(error) || (error.status !== 400 && error.status !== 404)) return error
+      if (error.status === 404) track.settled = true
+      return unaccounted(`was refused (${error.message})`, error)
+    }
     // a polled object is decoded like an event: its schema, its text scrubbed and cut in a complaint, and a value
     // nested too deep reported by its depth
-    const decodePolled = SseInternal.jsonDecoder(PolledResponse, settings)
+    const decodePolled = SseInternal.jsonDecoder(FinalResponse, settings)
     const poll = (id: string) =>
       Stream.unwrap(Effect.gen(function*() {
         const allowance = yield* Budget.Budget
         let debit = true
         while (true) {
-          const body = yield* Background.poll(client, settings, id, debit)
+          const body = yield* Effect.mapError(Background.poll(client, settings, id, debit), refusedPoll)
           debit = false
           const response = decodePolled({ event: "response object", id: undefined, data: body })
-          if (response instanceof SseInternal.Failed) return yield* Effect.fail(response.failure)
-          if (response.status === "queued" || response.status === "in_progress") {
+          if (response instanceof SseInternal.Failed) {
+            return yield* Effect.fail(unaccounted("answered an object that does not decode", response.failure))
+          }
+          if (response.id !== id) return yield* Effect.fail(unaccounted("answered another response's object"))
+          const status = response.status
+          if (status === "queued" || status === "in_progress") {
             const now = yield* Clock.currentTimeNanos
             if (now + Option.getOrElse(Duration.toNanos(pollInterval), () => 0n) >= allowance.deadlineAt) {
               return yield* Budget.deadlineReached(allowance)
@@ -1072,7 +1120,10 @@ const backgroundStream = (
             yield* Effect.sleep(pollInterval)
             continue
           }
-          const events = complete(response)
+          if (status !== "completed" && status !== "incomplete" && status !== "failed" && status !== "cancelled") {
+            return yield* Effect.fail(unaccounted("answered a status the API does not define"))
+          }
+          const events = complete(response, status)
           if (Either.isLeft(events)) return yield* Effect.fail(events.left)
           return Stream.fromIterable(events.right)
         }
