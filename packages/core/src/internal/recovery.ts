@@ -800,6 +800,7 @@ const withAttemptSpan = <R>(
   attributes: Record<string, unknown>,
   body: Effect.Effect<Decision, never, R>
 ): Effect.Effect<Decision, never, R> =>
+  // making and ending a span wait on nothing (an exporter batches what ended, outside this fiber)
   Effect.acquireUseRelease(
     Effect.makeSpan(Telemetry.SpanName.attempt, { attributes, captureStackTrace: false }),
     (span) => Effect.withParentSpan(body, span),
