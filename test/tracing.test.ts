@@ -16,6 +16,7 @@ import {
   awaitSleepUntil,
   committed,
   failure,
+  generate,
   KEY,
   longReply,
   midEvent,
@@ -256,6 +257,43 @@ describe("exhaustion and permanent failures", () => {
       assert.strictEqual(sum(points.get("reprise.attempts")), 1)
     }).pipe(Effect.provide(Layer.mergeAll(simulator, backoff, layer)))
   })
+})
+
+describe("a server that echoes the key in response headers", () => {
+  // the platform's client span records every response header but authorization, cookies and x-api-key
+  const echo = {
+    "x-echo": KEY,
+    "x-echo-bearer": `Bearer ${KEY}`,
+    "x-echo-start": KEY.slice(0, 12),
+    "x-echo-end": KEY.slice(-10)
+  }
+  const pieces = Array.from({ length: KEY.length - 7 }, (_, i) => KEY.slice(i, i + 8))
+
+  for (const protocol of protocols) {
+    it.effect(`${protocol}: the reply and a permanent failure, both echoing: their client spans hold no piece of it`, () => {
+      const { exporter, layer } = telemetry()
+      return Effect.gen(function*() {
+        yield* script(protocol, { steps: [{ kind: "stream", reply: { text: "echoed" }, headers: echo }] })
+        assert.strictEqual(committed(yield* generate(protocol)).text, "echoed")
+        yield* script(protocol, { steps: [{ kind: "status", status: 400, headers: echo }] })
+        assert.strictEqual(failure(yield* generate(protocol))._tag, "ProviderRejection")
+
+        const spans = exporter.getFinishedSpans()
+        const sends = spans.filter((s) => s.name.startsWith("http.client"))
+        assert.strictEqual(sends.length, 2)
+        for (const send of sends) {
+          assert.deepInclude(send.attributes, {
+            "http.response.header.x-echo": "<redacted>",
+            "http.response.header.x-echo-bearer": "Bearer <redacted>",
+            "http.response.header.x-echo-start": "<redacted>",
+            "http.response.header.x-echo-end": "<redacted>"
+          })
+        }
+        const exported = JSON.stringify(spans.map(spanJson))
+        for (const piece of pieces) assert.notInclude(exported, piece)
+      }).pipe(Effect.provide(Layer.mergeAll(simulator, layer)))
+    })
+  }
 })
 
 /**

@@ -50,25 +50,36 @@ export const Exit = ExitCode.Exit
  */
 export type Exit = ExitCode.Exit
 
+/** The variables a key is read from whatever the command line says: both protocols'. */
+const standardKeyVariables: ReadonlyArray<string> = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+
 /**
  * A command's body with its spans and metrics exported as the standard OpenTelemetry variables say (`Telemetry`;
- * nothing is loaded without them). The exporters' scope is the command's: it closes, flushing the export, when the
- * command ends however it ends (its outcome, a failure, Ctrl-C), before the exit code is reported.
+ * nothing is loaded without them), scrubbed of every key the command may hold: the standard variables' and the one
+ * `--api-key-env` names. The exporters' scope is the command's: it closes, flushing the export, when the command ends
+ * however it ends (its outcome, a failure, Ctrl-C), before the exit code is reported.
  */
-const exported = <A, E, R>(self: Effect.Effect<A, E, R>) =>
-  Effect.provide(self, Telemetry.layer({ serviceVersion: version }))
+const exported = <A, E, R>(self: Effect.Effect<A, E, R>, apiKeyEnv: Option.Option<string> = Option.none()) =>
+  Effect.provide(
+    self,
+    Telemetry.layer({ serviceVersion: version, keyVariables: [...standardKeyVariables, ...Option.toArray(apiKeyEnv)] })
+  )
 
 const chat = Command.make(
   "chat",
   { ...Settings.options, prompt: Args.text({ name: "prompt" }) },
   ({ prompt, ...parsed }) =>
-    exported(Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.chat(parsed, prompt)))
+    exported(
+      Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.chat(parsed, prompt)),
+      parsed.apiKeyEnv
+    )
 ).pipe(Command.withDescription("one turn (with its tool loop), headless"))
 
 const repl = Command.make(
   "repl",
   Settings.options,
-  (parsed) => exported(Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed)))
+  (parsed) =>
+    exported(Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed)), parsed.apiKeyEnv)
 ).pipe(Command.withDescription("interactive: one prompt per line on stdin"))
 
 const simulate = Command.make(
@@ -192,7 +203,7 @@ export type RunRequirements = Effect.Effect.Context<ReturnType<typeof run>> | Ou
 
 /** The variables a key may be read from: both protocols' and the one `--api-key-env` names (its last value). */
 const keyVariables = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const names = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+  const names = [...standardKeyVariables]
   argv.forEach((arg, i) => {
     if (arg === "--api-key-env" && i + 1 < argv.length) names.push(argv[i + 1])
     else if (arg.startsWith("--api-key-env=")) names.push(arg.slice("--api-key-env=".length))

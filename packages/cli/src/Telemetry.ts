@@ -13,6 +13,10 @@
  * | `OTEL_SERVICE_NAME` | `service.name` (else `service.name` of `OTEL_RESOURCE_ATTRIBUTES`, else `reprise`) |
  * | `OTEL_SDK_DISABLED` | `true` turns everything off |
  *
+ * Nothing exported holds a key: every string of every export (span names, attributes, events, status messages,
+ * metric labels, the resource) is scrubbed of the keys named by `keyVariables` (the key, and each piece of it of
+ * 8 characters or more, becomes `<redacted>`), whatever recorded it, a header echoed by a server included.
+ *
  * Without an endpoint nothing is loaded: the exporters and their HTTP client are a dynamic import, made only when
  * a signal is on, so start-up is unchanged. A bad value (an endpoint that is not an http(s) URL, a header entry that
  * is not `key=value`, `grpc`) is a `ConfigError` naming the variable: exit 2 like any bad setting. A collector that
@@ -213,12 +217,18 @@ export const config: Config.Config<Option.Option<Settings>> = Config.mapOrFail(
 /**
  * The exporters of `settings`: `OtlpTracer` (installed as the tracer) and `OtlpMetrics` (a snapshot of the global
  * metric registry) over the undici HTTP client of `@effect/platform-node`, whose connections close with the scope.
- * Everything here is loaded by this call, not before.
+ * Every export is scrubbed of `secrets` before it is serialized. Everything here is loaded by this call, not before.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerExport = (settings: Settings, options: { readonly serviceVersion: string }): Layer.Layer<never> =>
+export const layerExport = (
+  settings: Settings,
+  options: {
+    readonly serviceVersion: string
+    readonly secrets?: ReadonlyArray<Redacted.Redacted<string>> | undefined
+  }
+): Layer.Layer<never> =>
   Layer.unwrapEffect(Effect.map(Effect.promise(() => import("./internal/otlpExport.js")), (OtlpExport) => {
     const own = { "service.name": settings.serviceName, "service.version": options.serviceVersion }
     return OtlpExport.layer({
@@ -233,23 +243,43 @@ export const layerExport = (settings: Settings, options: { readonly serviceVersi
       },
       headers: Object.fromEntries(settings.headers.map(([name, value]) => [name, Redacted.value(value)])),
       protocol: settings.protocol,
-      shutdownTimeout
+      shutdownTimeout,
+      secrets: options.secrets ?? []
     })
   }))
 
+/** The values of the variables that are set (an unreadable one is taken as unset: it holds no key to scrub). */
+const secretsIn = (variables: ReadonlyArray<string>): Effect.Effect<Array<Redacted.Redacted<string>>> =>
+  Effect.map(
+    Effect.forEach(
+      variables,
+      (name) => Effect.orElseSucceed(Config.option(Config.redacted(name)), () => Option.none())
+    ),
+    (found) => found.flatMap(Option.toArray)
+  )
+
 /**
  * Export for as long as the layer's scope is open, as the standard variables say ({@link config}); nothing at all
- * when they name no endpoint. Closing the scope flushes what is buffered (at most {@link shutdownTimeout}), so
- * provide it around the whole command, inside whatever decides the exit code.
+ * when they name no endpoint. What is exported is scrubbed of the value of each of `keyVariables` (read only when
+ * something is exported): name every variable a key of the command may come from. Closing the scope flushes what
+ * is buffered (at most {@link shutdownTimeout}), so provide it around the whole command, inside whatever decides the
+ * exit code.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: { readonly serviceVersion: string }): Layer.Layer<never, ConfigError.ConfigError> =>
-  Layer.unwrapEffect(Effect.map(
+export const layer = (options: {
+  readonly serviceVersion: string
+  readonly keyVariables?: ReadonlyArray<string> | undefined
+}): Layer.Layer<never, ConfigError.ConfigError> =>
+  Layer.unwrapEffect(Effect.flatMap(
     config,
     Option.match({
-      onNone: () => Layer.empty,
-      onSome: (settings) => layerExport(settings, options)
+      onNone: () => Effect.succeed(Layer.empty),
+      onSome: (settings) =>
+        Effect.map(
+          secretsIn(options.keyVariables ?? []),
+          (secrets) => layerExport(settings, { serviceVersion: options.serviceVersion, secrets })
+        )
     })
   ))

@@ -181,6 +181,55 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.notInclude(result.stdout + result.stderr, "tok 123")
       }).pipe(Effect.scoped))
 
+    it.effect("a server echoing the keys in response headers, on a failure and on the reply: no piece of a key exported", () =>
+      Effect.gen(function*() {
+        // the command's key, and another key the process holds (every key in use is scrubbed, not only the sent one)
+        const key = "sk-echo-7Qz9Xw2Lm4Vb8Nc3Rt6Yh1Jp5"
+        const other = "sk-ant-echo-Gf4Dk8Sw2Pq6Zm0Xv"
+        const echo = {
+          "x-echo": key,
+          "x-echo-bearer": `Bearer ${key}`,
+          "x-echo-start": key.slice(0, 12),
+          "x-echo-end": key.slice(-10),
+          "x-other": other
+        }
+        const pieces = (secret: string) => Array.from({ length: secret.length - 7 }, (_, i) => secret.slice(i, i + 8))
+        const scripts: ReadonlyArray<readonly [SimulatorScript.RouteScript, number, "http/json" | "http/protobuf"]> = [
+          // a 503 then the reply, both echoing
+          [
+            {
+              steps: [
+                { kind: "status", status: 503, headers: echo },
+                { kind: "stream", reply: { text: "echoed answer" }, headers: echo }
+              ]
+            },
+            0,
+            "http/json"
+          ],
+          // a permanent failure echoing, over protobuf
+          [{ steps: [{ kind: "status", status: 400, headers: echo }] }, 1, "http/protobuf"]
+        ]
+        for (const [script, code, protocol] of scripts) {
+          const { base } = yield* setup(script)
+          const otlp = yield* collector()
+          const result = yield* run(chatArgs(base, "go"), {
+            OPENAI_API_KEY: key,
+            ANTHROPIC_API_KEY: other,
+            OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+            OTEL_EXPORTER_OTLP_PROTOCOL: protocol
+          })
+          assert.strictEqual(result.code, code, result.stderr)
+          const body = Buffer.concat(otlp.received.map((r) => r.body))
+          assert.isAbove(posts(otlp.received, "/v1/traces").length, 0, "no trace export arrived")
+          // the echoed headers were recorded (the HTTP client's spans), with the keys replaced
+          assert.isTrue(body.includes("http.response.header.x-echo"), "the client's span records response headers")
+          assert.isTrue(body.includes("<redacted>"))
+          for (const piece of [...pieces(key), ...pieces(other)]) {
+            assert.isFalse(body.includes(piece), `${protocol}: ${JSON.stringify(piece)} exported`)
+          }
+        }
+      }).pipe(Effect.scoped))
+
     it.effect("OTEL_SERVICE_NAME unset: service.name is reprise; without a collector's answer the exit waits ≤ 1 s", () =>
       Effect.gen(function*() {
         const { base } = yield* setup({ steps: [{ kind: "stream", reply: { text: "answer" } }] })

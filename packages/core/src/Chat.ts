@@ -177,7 +177,8 @@ export const step = <EC = never, RC = never, RH = never>(
       committed.push(entry.message)
       const persist = options.persist === undefined ? Effect.void : options.persist([entry.message])
       const report = options.onCommit === undefined ? Effect.void : options.onCommit(entry)
-      // a commit is kept and reported whole: an interruption waits for both to finish
+      // a commit is kept and reported whole: an interruption waits for both to finish. Both are the caller's: reprise's
+      // own (Transcript.append, the CLI's output) wait on no network and no lock; a hook that can must bound itself.
       return Effect.uninterruptible(Effect.zipRight(persist, report))
     }
     const recovery: Recovery.Options<RH> = {

@@ -181,6 +181,7 @@ export const stream = <E extends ProviderFailure.ProviderFailure | Budget.Budget
   options: Options<RH> = {}
 ): Stream.Stream<RecoveryNotifications.Notification, RecoveryError, Exclude<R, Budget.Budget> | RH> =>
   Stream.unwrapScoped(Effect.gen(function*() {
+    // neither making nor shutting down an unbounded queue waits
     const queue = yield* Effect.acquireRelease(
       Queue.unbounded<Take.Take<RecoveryNotifications.Notification, RecoveryError>>(),
       Queue.shutdown

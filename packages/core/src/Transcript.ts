@@ -406,7 +406,8 @@ export const append = (
   messages.length === 0 ? Effect.void : Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const lines = messages.map((message) => `${encodeLine(message)}\n`).join("")
-    // A commit is written whole or not at all: an interrupted append must not leave half a line behind.
+    // A commit is written whole or not at all: an interrupted append must not leave half a line behind. Local file
+    // operations only, and no lock is taken here (a writer's lock, such as the CLI's session lock, is held outside).
     yield* Effect.uninterruptible(Effect.gen(function*() {
       const tail = yield* unfinishedTail(fs, path)
       let separator = ""

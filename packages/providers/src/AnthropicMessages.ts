@@ -41,6 +41,7 @@ import * as Internal from "./internal/provider.js"
 import * as RequestChecks from "./internal/requestChecks.js"
 import { isNullableNumber, isNullableString, nullable, optional, withGuard } from "./internal/schema.js"
 import * as Settings from "./internal/settings.js"
+import * as Spans from "./internal/spans.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -582,8 +583,9 @@ const isPositiveInteger = (n: unknown): n is number => Predicate.isNumber(n) && 
  * @category constructors
  */
 export const make = (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
-  Effect.map(HttpClient.HttpClient, (client) => {
+  Effect.map(HttpClient.HttpClient, (http) => {
     const settings = Settings.settings(protocol, options)
+    const client = Spans.scrubbedClient(http, settings.scrub)
     const version = options.anthropicVersion ?? defaultAnthropicVersion
     const maxTokens = options.defaultMaxTokens ?? defaultMaxTokens
     if (!isPositiveInteger(maxTokens)) throw new RangeError(`defaultMaxTokens must be an integer >= 1`)

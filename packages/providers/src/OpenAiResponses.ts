@@ -62,6 +62,7 @@ import * as RequestChecks from "./internal/requestChecks.js"
 import { byType, guarded, isNullableNumber, isNullableString, nullable, optional } from "./internal/schema.js"
 import * as Send from "./internal/send.js"
 import * as Settings from "./internal/settings.js"
+import * as Spans from "./internal/spans.js"
 import * as SseInternal from "./internal/sse.js"
 import * as ProviderOptions from "./ProviderOptions.js"
 
@@ -988,8 +989,9 @@ export interface Variant {
  */
 export const makeVariant =
   (variant: Variant) => (options: Options): Effect.Effect<Provider.Service, never, HttpClient.HttpClient> =>
-    Effect.map(HttpClient.HttpClient, (client) => {
+    Effect.map(HttpClient.HttpClient, (http) => {
       const settings = Settings.settings(variant.protocol, options)
+      const client = Spans.scrubbedClient(http, settings.scrub)
       const url = Settings.endpoint(settings.baseUrl, "/responses")
       const spec = (request: Generation.GenerationRequest): Send.RequestSpec => ({
         url,

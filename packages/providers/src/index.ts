@@ -26,4 +26,9 @@ export * as ProviderOptions from "./ProviderOptions.js"
 /**
  * @since 0.1.0
  */
+export * as Redaction from "./Redaction.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Subscription from "./Subscription.js"

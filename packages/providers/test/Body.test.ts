@@ -5,15 +5,15 @@
  * client's. The first test of each client ("takes its path") pins the shape it relies on, so an upgrade of
  * @effect/platform or @effect/platform-node that changes it fails here instead of falling back without a word.
  */
-import { FetchHttpClient, HttpClient, type HttpClientResponse } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Duration, Effect, Exit, Fiber, type Layer, Option, Scope } from "effect"
+import { Chunk, Deferred, Duration, Effect, Exit, Fiber, type Layer, Option, Scope, TestClock } from "effect"
 import type * as Http from "node:http"
 import * as Body from "../src/internal/body.js"
 import * as Deadlines from "../src/internal/deadlines.js"
-import { fedResponse, server, waitFor } from "./support/harness.js"
+import { fedResponse, server, turns, waitFor } from "./support/harness.js"
 import type { Handler } from "./support/harness.js"
 
 type Served = Effect.Effect.Success<ReturnType<typeof server>>
@@ -435,4 +435,26 @@ describe("the body reader over a web body fed by hand", () => {
         assert.strictEqual(text(yield* pull), "data: 1\n\n")
       })))
   }
+})
+
+describe("a web body's release", () => {
+  it.effect("a stream whose cancel never settles is released after at most 1 s, not waited on for ever", () =>
+    Effect.gen(function*() {
+      let cancelled = 0
+      const stream = new ReadableStream<Uint8Array>({
+        cancel: () => {
+          cancelled++
+          return new Promise<void>(() => {})
+        }
+      })
+      const response = HttpClientResponse.fromWeb(HttpClientRequest.get("http://127.0.0.1:9/"), new Response(stream))
+      const scope = yield* Scope.make()
+      yield* Scope.extend(Body.pull(response), scope)
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* turns(10)
+      assert.strictEqual(cancelled, 1)
+      assert.isNull(closing.unsafePoll(), "the release waits for the cancel, within its bound")
+      yield* TestClock.adjust("1 second")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(closing)))
+    }))
 })

@@ -848,6 +848,8 @@ const region = <S, A, E, R>(
   use: (acquired: S) => Effect.Effect<A, E, R>,
   release: (acquired: S, exit: Exit.Exit<A, E>) => Effect.Effect<void>
 ): Effect.Effect<A, E, R> =>
+  // the acquisition and the release wait on nothing but what `acquire` and `release` do (a span made or ended, a
+  // scope made or closed: bounded as the attempt's finalizers are)
   Effect.acquireUseRelease(
     Effect.flatMap(acquire, (acquired) =>
       Effect.map(

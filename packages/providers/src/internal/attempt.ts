@@ -69,7 +69,8 @@ export const within = <A, E, R>(
     const attempt: Attempt = {
       scope,
       // uninterruptible: `Scope.close` marks the scope closed before it runs the finalizers, so an interruption
-      // between the two would leave the request unaborted
+      // between the two would leave the request unaborted. The finalizers wait on nothing unbounded: the attempt's
+      // end and the request's abort are synchronous, and so is a body's release (a web body's `cancel` is bounded).
       close: Effect.uninterruptible(Scope.close(scope, Exit.void)),
       clock: Context.get(fiber.currentDefaultServices, Clock.Clock),
       firstByte,
@@ -78,6 +79,7 @@ export const within = <A, E, R>(
       reading: undefined
     }
     return Effect.zipRight(
+      // synchronous: entering the queues and adding a finalizer wait on nothing
       Effect.uninterruptible(Effect.suspend(() => {
         Deadlines.enter(firstByte, fiber, status.runtimeFlags)
         if (idle !== undefined) Deadlines.enter(idle, fiber, status.runtimeFlags)

@@ -26,6 +26,7 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import type * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
@@ -237,12 +238,16 @@ export const pullIn = (
 
 const noop = () => {}
 
+/** The longest a released web body's `cancel()` is waited for before its request is aborted regardless. */
+const webCancelBound = Duration.seconds(1)
+
 /**
  * `acquire`, run uninterruptibly, with `release` of what it made added to `scope` as it is: `Effect.acquireRelease`
  * without what that does for a release that reads the acquiring fiber's state. `acquireRelease` takes the fiber's refs
  * at the acquisition and patches them in around the release, two diffs of every fiber ref per body; a body's release
  * reads none of them and runs in the fiber that closes the scope.
- * `Scope.close` does not make a finalizer uninterruptible: a release that waits must be so itself.
+ * `Scope.close` does not make a finalizer uninterruptible: a release that waits must be so itself. `acquire` is
+ * synchronous; a release that waits bounds its wait (a web body's `cancel`, `webCancelBound`).
  */
 const acquireReleased = <A>(
   scope: Scope.Scope,
@@ -280,12 +285,15 @@ const fromWeb = (
           if (
             state.finished && !state.settled && idle !== undefined && drainWeb(reader, controller, idle, clock)
           ) return Effect.void
-          // a failed body's `cancel` rejects with its failure, which the pull has already told
-          return Effect.uninterruptible(Effect.promise(() =>
-            reader.cancel().then(noop, noop).finally(() => {
-              controller?.abort()
-            })
-          ))
+          // A failed body's `cancel` rejects with its failure, which the pull has already told. The cancel is the
+          // stream's own code (a custom client's body may wait on anything): waited for at most `webCancelBound`,
+          // interruptibly, and the request aborted however the wait ends.
+          return Effect.promise(() => reader.cancel().then(noop, noop)).pipe(
+            Effect.timeoutTo({ duration: webCancelBound, onSuccess: noop, onTimeout: noop }),
+            Effect.interruptible,
+            Effect.ensuring(Effect.sync(() => controller?.abort())),
+            Effect.uninterruptible
+          )
         })
     ),
     ({ reader, state }): Pull => {

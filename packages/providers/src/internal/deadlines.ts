@@ -92,7 +92,8 @@ const time = (deadlines: Deadlines, generation: number): Effect.Effect<void> =>
         : deadlines.millis
       const sleep = Effect.zipRight(clock.sleep(Duration.millis(Math.max(1, wait))), loop)
       // each on its own: one that fails (a scope's finalizer failing as it closes) neither stops the others nor the
-      // timer, which would leave every later deadline of the queue unwatched
+      // timer, which would leave every later deadline of the queue unwatched. An expiry closes an attempt's scope or
+      // abandons a wait: neither waits on anything unbounded (`attempt.ts`, `body.ts`).
       return expired.length === 0 ? sleep : Effect.zipRight(
         Effect.uninterruptible(Effect.forEach(expired, (expire) => Effect.exit(expire), { discard: true })),
         sleep
@@ -196,6 +197,7 @@ export const close = (deadlines: Deadlines): Effect.Effect<void> => Effect.sync(
  * @internal
  */
 export const use = (deadlines: Deadlines): Effect.Effect<void, never, Scope.Scope> =>
+  // synchronous: opening the queue and adding a finalizer wait on nothing
   Effect.uninterruptible(
     Effect.flatMap(
       Effect.scope,

@@ -536,7 +536,7 @@ export const pull = <Ev>(
     const bodyScope = yield* Scope.fork(scope, ExecutionStrategy.sequential)
     const body = yield* Scope.extend(options.body, bodyScope)
     // the body closed uninterruptibly: `Scope.close` marks the scope closed before it runs the release, so an
-    // interruption between the two would leave the request unaborted
+    // interruption between the two would leave the request unaborted; the release is synchronous or bounded (`body.ts`)
     const close = Effect.uninterruptible(Scope.close(bodyScope, Exit.void))
     // a pull's deadline, when the body can be abandoned; none is armed for one read by `watched`
     const held: Held = { reading: undefined }
