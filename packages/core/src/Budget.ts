@@ -32,6 +32,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Seconds from "./internal/seconds.js"
 import * as Range from "./Range.js"
 
 /**
@@ -88,7 +89,7 @@ export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>("@repri
   override get message(): string {
     return this.reason === "Attempts"
       ? `no attempts left: ${this.attempts} of ${this.maxAttempts} used`
-      : `deadline passed after ${Duration.format(this.elapsed)} (${this.attempts} of ${this.maxAttempts} attempts used)`
+      : `deadline passed after ${Seconds.format(this.elapsed)} (${this.attempts} of ${this.maxAttempts} attempts used)`
   }
 }
 
