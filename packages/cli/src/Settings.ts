@@ -19,7 +19,8 @@
  * - a rule between two settings: its message with the settings named as given,
  *   `--backoff-max (10) must not be smaller than --backoff-base (20)`.
  *
- * A flag that is not a number at all is still the command-line parser's complaint (`'many' is not a integer`).
+ * A flag's number is in decimal notation (`CommandLine.normalize` refuses `0x10`, `1e3` and `many` before the
+ * parser reads it), and so is a variable's (`Range.integer`, `Range.number`).
  *
  * The fleet's settings are read the same way, with the fleet's own Configs (`FleetOptions`): `--fleet` and
  * `--fleet-name` in front of `REPRISE_FLEET_URL` and `REPRISE_FLEET_NAME`, and the budget's and the timeout's
@@ -350,6 +351,15 @@ const ownedConfig = Config.all({
 })
 
 /**
+ * A flag's value as its owner's Config reads it: a number in decimal notation (`String` writes `1e+21` and `1e-7`, which
+ * `Range.number` refuses, for values given in digits).
+ */
+const asText = (value: number | boolean): string =>
+  typeof value === "number"
+    ? value.toLocaleString("en-US", { useGrouping: false, maximumFractionDigits: 20 })
+    : String(value)
+
+/**
  * The owned settings, each from its flag when given, else from its variable, else its default: the owners' Configs
  * read over the flags as a `ConfigProvider`, in front of the environment's.
  */
@@ -357,7 +367,7 @@ const readOwned = (parsed: Parsed) => {
   const given = new Map<string, string>()
   for (const [key, of] of Object.entries(owned)) {
     const value: Option.Option<number | boolean> = parsed[key as keyof typeof owned]
-    if (Option.isSome(value)) given.set(of.variable, String(value.value))
+    if (Option.isSome(value)) given.set(of.variable, asText(value.value))
   }
   return overFlags(given, (provider) =>
     Effect.withConfigProvider(ownedConfig, provider).pipe(

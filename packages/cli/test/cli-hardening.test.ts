@@ -257,4 +257,27 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.include(result.stderr, "not a regular file")
       }
     }))
+
+  it.effect("simulate --script with a bad script prints its issues a line each, not one line with \\n in it", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-script-"))
+      const file = path.join(dir, "bad.json")
+      fs.writeFileSync(
+        file,
+        JSON.stringify({
+          routes: {
+            "openai-chat": { steps: [{ kind: "rest" }] },
+            anthropic: { steps: [{ kind: "reset", afterbytes: 10 }], comment: 1 }
+          }
+        })
+      )
+      const result = yield* run(["simulate", "--script", file])
+      assert.strictEqual(result.code, 2, result.stderr)
+      const lines = result.stderr.split("\n")
+      assert.strictEqual(lines.at(-1), "", "the message ends with a line end")
+      assert.strictEqual(lines[0], `reprise: error [ScriptError]: invalid simulator script (${file}):`)
+      assert.isAtLeast(lines.length - 2, 3, result.stderr)
+      for (const issue of lines.slice(1, -1)) assert.match(issue, /^ {2}- routes[.[]/)
+      assert.notInclude(result.stderr, "\\n")
+    }))
 })
