@@ -103,12 +103,36 @@ export const backgroundVariable = "REPRISE_BACKGROUND"
 
 /**
  * `REPRISE_BACKGROUND`: whether the requests of a turn run in the provider's background mode, as `Config.boolean`
- * reads it (`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`); default `false`. `--background` stands in front of it.
+ * reads it (`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`); default `false`, which an empty (or blank) value is
+ * too, as an unset one, the way the `OTEL_*` variables are read. `--background` stands in front of it.
  *
  * @since 0.1.0
  * @category config
  */
-export const backgroundConfig: Config.Config<boolean> = Config.boolean(backgroundVariable).pipe(
+export const backgroundConfig: Config.Config<boolean> = Config.string().pipe(
+  Config.mapOrFail((text) => {
+    switch (text.trim() === "" ? "" : text) {
+      case "":
+        return Either.right(false)
+      case "true":
+      case "yes":
+      case "on":
+      case "1":
+        return Either.right(true)
+      case "false":
+      case "no":
+      case "off":
+      case "0":
+        return Either.right(false)
+      default:
+        // `Config.boolean`'s words and message
+        return Either.left(
+          ConfigError.InvalidData([], `Expected a boolean value but received ${JSON.stringify(text)}`)
+        )
+    }
+  }),
+  // nested last, so that the variable names the failure
+  Config.nested(backgroundVariable),
   Config.withDefault(false)
 )
 
