@@ -10,6 +10,7 @@ import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { bin, chatArgs, run, setup, start } from "./support/cli.js"
@@ -221,6 +222,36 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         const result = yield* running.exit
         assert.deepStrictEqual([result.code, result.signal], [0, null], result.stderr)
       }
+    }))
+
+  it.scoped("a second SIGINT while the interrupted command shuts down still ends it with 130, not killed by it", () =>
+    Effect.gen(function*() {
+      const { base, sim } = yield* setup({
+        steps: [{ kind: "stall", afterEvents: 3, keepaliveMs: 100, reply: { text: "a long answer that never ends" } }]
+      })
+      // An OTLP collector that takes the connection and never answers: the command's final export holds its shutdown
+      // for its bound (1 s), the time for a second Ctrl-C.
+      const sockets: Array<net.Socket> = []
+      const collector = yield* Effect.acquireRelease(
+        Effect.async<net.Server>((resume) => {
+          const server = net.createServer((socket) => void sockets.push(socket))
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => (sockets.forEach((s) => s.destroy()), server.close()))
+      )
+      const { port } = collector.address() as net.AddressInfo
+      const running = yield* start(chatArgs(base, "go"), {
+        ...env,
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`
+      })
+      yield* sim.awaitRequest("openai-chat", 1)
+      running.child.kill("SIGINT")
+      yield* Effect.sleep(Duration.millis(300))
+      running.child.kill("SIGINT")
+      const result = yield* running.exit
+      assert.deepStrictEqual([result.code, result.signal], [130, null], result.stderr)
+      assert.notMatch(result.stderr, /internal error|\n\s+at /)
+      assert.strictEqual(result.stdout, "")
     }))
 
   it.effect("stdout that cannot be written (a full disk) is one error line and exit 74, the commit kept", () =>
