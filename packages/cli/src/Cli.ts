@@ -14,9 +14,9 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import type * as Usage from "@effect/cli/Usage"
-import * as ValidationError from "@effect/cli/ValidationError"
 import * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as EffectExit from "effect/Exit"
 import { identity } from "effect/Function"
@@ -142,13 +142,21 @@ const cli = Command.run(command, { name: "reprise", version })
 export const run = (argv: ReadonlyArray<string>) =>
   Effect.flatMap(
     CommandLine.normalize(usages, argv.slice(2)),
-    (args) => cli([...argv.slice(0, 2), ...args])
+    (args) => withoutParserComplaints(cli([...argv.slice(0, 2), ...args]))
   )
 
 /**
+ * @effect/cli writes a bad command line's complaint with `Console.error`, bare, and fails with it: reprise writes it
+ * itself, as every usage error, from the failure ({@link exitCodeOf}). Its help and `--version` go through
+ * `Console.log`, kept. reprise's commands write through `Output`, never `Console`.
+ */
+const withoutParserComplaints = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Console.consoleWith((console) => Console.withConsole(self, { ...console, error: () => Effect.void }))
+
+/**
  * Maps anything the CLI can fail with to an exit code, printing what was not printed yet: one line on stderr (and
- * an `error` event on stdout with `--json`), scrubbed with `scrub`. @effect/cli has already explained a bad command
- * line on stderr.
+ * an `error` event on stdout with `--json`), scrubbed with `scrub`; a bad command line too, with @effect/cli's
+ * complaint as its message. A simulator script's issues keep a line each.
  *
  * @since 0.1.0
  * @category commands
@@ -157,15 +165,17 @@ export const exitCodeOf = (error: unknown, json: boolean, scrub: (text: string) 
   Effect.gen(function*() {
     if (error instanceof ExitCode.Exit) return error.code
     const outcome = ExitCode.classify(error)
-    const commandLine = ValidationError.isValidationError(error)
-    // one line of text whatever the error quotes (a file name, a line of a session): no escape sequence gets through
-    const message = Sanitize.escapeControls(scrub(outcome.message))
+    // one line of text whatever the error quotes (a file name, a line of a session): no escape sequence gets through;
+    // a simulator script's issues, a list in reprise's own words, keep their lines, each escaped
+    const message = outcome.class === "ScriptError"
+      ? scrub(outcome.message).split("\n").map(Sanitize.escapeControls).join("\n")
+      : Sanitize.escapeControls(scrub(outcome.message))
     if (json) {
       yield* Output.stdout(
         JSON.stringify({ type: "error", class: outcome.class, message, exitCode: outcome.exitCode }) + "\n"
       )
     }
-    if (!commandLine) yield* Output.stderr(`reprise: error [${outcome.class}]: ${message}\n`)
+    yield* Output.stderr(`reprise: error [${outcome.class}]: ${message}\n`)
     return outcome.exitCode
   })
 

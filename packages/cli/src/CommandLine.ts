@@ -10,6 +10,9 @@
  * - An option the subcommand does not have is a usage error that names it, with the nearest real option as a
  *   suggestion. (@effect/cli takes an unknown `--flag` for the positional argument and then complains about the
  *   argument after it.)
+ * - A number is written in decimal notation: an integer option takes digits (`-5`, `600`) and a number option digits
+ *   with a decimal point (`2.5`). @effect/cli would also take what JavaScript's `Number` takes (`0x10`, `1e3`,
+ *   `Infinity`); reprise refuses those with a usage error that names the option.
  * - `--` ends the options: what follows is passed on untouched. The positionals are passed after a `--` of their
  *   own, so a prompt such as `no` is never read as the value of the flag before it.
  *
@@ -40,10 +43,16 @@ const builtIn: ReadonlyArray<readonly [string, boolean]> = [
  */
 export const optionsOf = (usage: Usage.Usage): ReadonlyMap<string, boolean> => {
   const names = new Map(builtIn)
+  named(usage, (name, accepted) => names.set(name, Option.isSome(accepted)))
+  return names
+}
+
+/** Calls `f` with every option name in a usage and the values it accepts (@effect/cli's placeholder or choices). */
+const named = (usage: Usage.Usage, f: (name: string, accepted: Option.Option<string>) => void): void => {
   const walk = (u: Usage.Usage): void => {
     switch (u._tag) {
       case "Named":
-        for (const name of u.names) if (name.startsWith("-")) names.set(name, Option.isSome(u.acceptedValues))
+        for (const name of u.names) if (name.startsWith("-")) f(name, u.acceptedValues)
         return
       case "Optional":
       case "Repeated":
@@ -58,7 +67,22 @@ export const optionsOf = (usage: Usage.Usage): ReadonlyMap<string, boolean> => {
     }
   }
   walk(usage)
-  return names
+}
+
+/** The notation of each kind of number @effect/cli names in a usage (`Options.integer`, `Options.float`). */
+const notations: ReadonlyMap<string, { readonly pattern: RegExp; readonly what: string }> = new Map([
+  ["integer", { pattern: /^[+-]?[0-9]+$/, what: "a whole number in decimal digits" }],
+  ["float", { pattern: /^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$/, what: "a number in decimal notation (such as 2.5)" }]
+])
+
+/** The numeric options of a usage, with the notation of each. */
+const numbersOf = (usage: Usage.Usage) => {
+  const numbers = new Map<string, { readonly pattern: RegExp; readonly what: string }>()
+  named(usage, (name, accepted) => {
+    const notation = Option.isSome(accepted) ? notations.get(accepted.value) : undefined
+    if (notation !== undefined) numbers.set(name, notation)
+  })
+  return numbers
 }
 
 const nearest = (name: string, known: ReadonlyMap<string, boolean>): string | undefined => {
@@ -86,6 +110,7 @@ export const normalize = (
   const usage = subcommand === undefined ? undefined : usages.get(subcommand)
   if (subcommand === undefined || usage === undefined) return Effect.succeed(args)
   const known = optionsOf(usage)
+  const numbers = numbersOf(usage)
   const values = new Map<string, string>()
   const flags = new Set<string>()
   const order: Array<string> = []
@@ -126,6 +151,12 @@ export const normalize = (
       i++
     } else {
       return Effect.fail(new UsageError({ detail: `option '${name}' needs a value` }))
+    }
+  }
+  for (const [name, value] of values) {
+    const notation = numbers.get(name)
+    if (notation !== undefined && !notation.pattern.test(value)) {
+      return Effect.fail(new UsageError({ detail: `${name} takes ${notation.what}, got '${value}'` }))
     }
   }
   const options = order.flatMap((name) => flags.has(name) ? [name] : [name, values.get(name)!])

@@ -14,6 +14,7 @@
  *
  * @since 0.1.0
  */
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Classification from "@reprise/core/Classification"
 import * as HookError from "@reprise/core/HookError"
@@ -23,6 +24,7 @@ import * as TransportError from "@reprise/core/TransportError"
 import * as ConfigError from "effect/ConfigError"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import { stripColour } from "./Output.js"
 
 /**
  * @since 0.1.0
@@ -139,8 +141,14 @@ const messageOf = (error: unknown): string =>
 
 const usageMessage = (error: unknown): string => {
   if (ConfigError.isConfigError(error)) return String(error)
-  if (ValidationError.isValidationError(error)) return "invalid command line (see reprise --help)"
+  if (ValidationError.isValidationError(error)) return commandLineMessage(error.error)
   return messageOf(error)
+}
+
+/** @effect/cli's complaint about a command line, on one line and without its colour. */
+const commandLineMessage = (doc: HelpDoc.HelpDoc): string => {
+  const text = stripColour(HelpDoc.toAnsiText(doc)).split("\n").map((line) => line.trim()).filter((line) => line !== "")
+  return text.length === 0 ? "invalid command line (see reprise --help)" : text.join(" ")
 }
 
 /**

@@ -19,7 +19,8 @@
  * - a rule between two settings: its message with the settings named as given,
  *   `--backoff-max (10) must not be smaller than --backoff-base (20)`.
  *
- * A flag that is not a number at all is still the command-line parser's complaint (`'many' is not a integer`).
+ * A flag's number is in decimal notation (`CommandLine.normalize` refuses `0x10`, `1e3` and `many` before the
+ * parser reads it), and so is a variable's (`Range.integer`, `Range.number`).
  *
  * The fleet's settings are read the same way, with the fleet's own Configs (`FleetOptions`): `--fleet` and
  * `--fleet-name` in front of `REPRISE_FLEET_URL` and `REPRISE_FLEET_NAME`, and the budget's and the timeout's
@@ -102,12 +103,36 @@ export const backgroundVariable = "REPRISE_BACKGROUND"
 
 /**
  * `REPRISE_BACKGROUND`: whether the requests of a turn run in the provider's background mode, as `Config.boolean`
- * reads it (`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`); default `false`. `--background` stands in front of it.
+ * reads it (`true`/`false`, `yes`/`no`, `on`/`off`, `1`/`0`); default `false`, which an empty (or blank) value is
+ * too, as an unset one, the way the `OTEL_*` variables are read. `--background` stands in front of it.
  *
  * @since 0.1.0
  * @category config
  */
-export const backgroundConfig: Config.Config<boolean> = Config.boolean(backgroundVariable).pipe(
+export const backgroundConfig: Config.Config<boolean> = Config.string().pipe(
+  Config.mapOrFail((text) => {
+    switch (text.trim() === "" ? "" : text) {
+      case "":
+        return Either.right(false)
+      case "true":
+      case "yes":
+      case "on":
+      case "1":
+        return Either.right(true)
+      case "false":
+      case "no":
+      case "off":
+      case "0":
+        return Either.right(false)
+      default:
+        // `Config.boolean`'s words and message
+        return Either.left(
+          ConfigError.InvalidData([], `Expected a boolean value but received ${JSON.stringify(text)}`)
+        )
+    }
+  }),
+  // nested last, so that the variable names the failure
+  Config.nested(backgroundVariable),
   Config.withDefault(false)
 )
 
@@ -350,6 +375,15 @@ const ownedConfig = Config.all({
 })
 
 /**
+ * A flag's value as its owner's Config reads it: a number in decimal notation (`String` writes `1e+21` and `1e-7`, which
+ * `Range.number` refuses, for values given in digits).
+ */
+const asText = (value: number | boolean): string =>
+  typeof value === "number"
+    ? value.toLocaleString("en-US", { useGrouping: false, maximumFractionDigits: 20 })
+    : String(value)
+
+/**
  * The owned settings, each from its flag when given, else from its variable, else its default: the owners' Configs
  * read over the flags as a `ConfigProvider`, in front of the environment's.
  */
@@ -357,7 +391,7 @@ const readOwned = (parsed: Parsed) => {
   const given = new Map<string, string>()
   for (const [key, of] of Object.entries(owned)) {
     const value: Option.Option<number | boolean> = parsed[key as keyof typeof owned]
-    if (Option.isSome(value)) given.set(of.variable, String(value.value))
+    if (Option.isSome(value)) given.set(of.variable, asText(value.value))
   }
   return overFlags(given, (provider) =>
     Effect.withConfigProvider(ownedConfig, provider).pipe(

@@ -38,6 +38,8 @@ NodeRuntime.runMain(main, {
       // The outcome is decided; on 0 the runtime lets the event loop drain (sockets closing) and has removed its
       // SIGINT handler: a Ctrl-C then ends the process with that outcome, not as killed by the signal.
       process.on("SIGINT", () => process.exit(code ?? 0))
+      // a SIGTERM while the event loop drains ends the process, as without reprise's listener
+      process.removeListener("SIGTERM", absorb)
       return onExit(code ?? 0)
     }
     // A defect is a bug in reprise: one line, unless --debug asks for the whole cause with its stack.
@@ -46,6 +48,14 @@ NodeRuntime.runMain(main, {
     onExit(ExitCode.ExitCode.Permanent)
   }
 })
+
+// The runtime interrupts the command at the first SIGINT (or SIGTERM) and then retires its listener. A second one
+// while the interrupted command shuts down (a background response's cancel, the final export: each bounded) would
+// find no listener, and Node would end the process killed by the signal, without the shutdown's notices and its 130:
+// it is absorbed instead, and the shutdown ends as the first signal made it end (a command's shutdown is bounded).
+const absorb = () => {}
+process.on("SIGINT", absorb)
+process.on("SIGTERM", absorb)
 
 // The runtime handles SIGINT from here on: retire the handler bin/reprise.js installed for the start-up.
 const early = (globalThis as Record<symbol, unknown>)[Symbol.for("@reprise/cli/startupSigint")]

@@ -90,6 +90,34 @@ describe("Render", () => {
       ])
     }))
 
+  it.effect("json: delays are whole milliseconds, a jittered backoff's and a fleet pause's too", () =>
+    Effect.gen(function*() {
+      const capture = Output.makeCapture(false)
+      yield* Effect.gen(function*() {
+        const render = yield* Render.make("json")
+        yield* render.notifications.notify(Notification.AttemptStarted({ attempt: 1, maxAttempts: 11 }))
+        yield* render.notifications.notify(Notification.FleetPaused({
+          attempt: 1,
+          delay: Duration.nanos(29_442_251_465n),
+          status: 429,
+          remainingTime: Duration.seconds(500)
+        }))
+        yield* render.notifications.notify(Notification.RetryScheduled({
+          nextAttempt: 2,
+          delay: Duration.millis(1843.62),
+          delaySource: "backoff",
+          remainingAttempts: 10,
+          remainingTime: Duration.seconds(470)
+        }))
+      }).pipe(Effect.provide(capture.layer))
+      const events = capture.stdout().trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(events.slice(1), [
+        { type: "fleet", event: "paused", attempt: 1, delay: 29442, status: 429 },
+        { type: "retry", attempt: 2, delay: 1844, source: "backoff" }
+      ])
+      assert.strictEqual(capture.stderr(), "reprise: waiting 29.4s: the fleet is paused by a 429\n")
+    }))
+
   it.effect("an incomplete finish is committed with a notice", () =>
     Effect.gen(function*() {
       const capture = Output.makeCapture(false)

@@ -10,6 +10,7 @@ import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { bin, chatArgs, run, setup, start } from "./support/cli.js"
@@ -223,6 +224,36 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       }
     }))
 
+  it.scoped("a second SIGINT while the interrupted command shuts down still ends it with 130, not killed by it", () =>
+    Effect.gen(function*() {
+      const { base, sim } = yield* setup({
+        steps: [{ kind: "stall", afterEvents: 3, keepaliveMs: 100, reply: { text: "a long answer that never ends" } }]
+      })
+      // An OTLP collector that takes the connection and never answers: the command's final export holds its shutdown
+      // for its bound (1 s), the time for a second Ctrl-C.
+      const sockets: Array<net.Socket> = []
+      const collector = yield* Effect.acquireRelease(
+        Effect.async<net.Server>((resume) => {
+          const server = net.createServer((socket) => void sockets.push(socket))
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => (sockets.forEach((s) => s.destroy()), server.close()))
+      )
+      const { port } = collector.address() as net.AddressInfo
+      const running = yield* start(chatArgs(base, "go"), {
+        ...env,
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`
+      })
+      yield* sim.awaitRequest("openai-chat", 1)
+      running.child.kill("SIGINT")
+      yield* Effect.sleep(Duration.millis(300))
+      running.child.kill("SIGINT")
+      const result = yield* running.exit
+      assert.deepStrictEqual([result.code, result.signal], [130, null], result.stderr)
+      assert.notMatch(result.stderr, /internal error|\n\s+at /)
+      assert.strictEqual(result.stdout, "")
+    }))
+
   it.effect("stdout that cannot be written (a full disk) is one error line and exit 74, the commit kept", () =>
     Effect.gen(function*() {
       const { base } = yield* setup({ reply: { text: "an answer for a full disk" } })
@@ -256,5 +287,28 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(result.code, 2, result.stderr)
         assert.include(result.stderr, "not a regular file")
       }
+    }))
+
+  it.effect("simulate --script with a bad script prints its issues a line each, not one line with \\n in it", () =>
+    Effect.gen(function*() {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-script-"))
+      const file = path.join(dir, "bad.json")
+      fs.writeFileSync(
+        file,
+        JSON.stringify({
+          routes: {
+            "openai-chat": { steps: [{ kind: "rest" }] },
+            anthropic: { steps: [{ kind: "reset", afterbytes: 10 }], comment: 1 }
+          }
+        })
+      )
+      const result = yield* run(["simulate", "--script", file])
+      assert.strictEqual(result.code, 2, result.stderr)
+      const lines = result.stderr.split("\n")
+      assert.strictEqual(lines.at(-1), "", "the message ends with a line end")
+      assert.strictEqual(lines[0], `reprise: error [ScriptError]: invalid simulator script (${file}):`)
+      assert.isAtLeast(lines.length - 2, 3, result.stderr)
+      for (const issue of lines.slice(1, -1)) assert.match(issue, /^ {2}- routes[.[]/)
+      assert.notInclude(result.stderr, "\\n")
     }))
 })

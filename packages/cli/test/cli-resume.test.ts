@@ -166,9 +166,10 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(yield* sim.count("openai-responses", "poll"), 1)
       }))
 
-    it.effect("without --background the cut stream is replayed: a second send, no resume", () =>
+    it.effect("without --background the cut stream is replayed: a second send, no resume (REPRISE_BACKGROUND unset, off or empty)", () =>
       Effect.gen(function*() {
-        for (const variable of [undefined, "off"]) {
+        // an empty (or blank) value is unset, as the OTEL_* variables are
+        for (const variable of [undefined, "off", "", " "]) {
           const { base, firstBody, resumes, sends } = yield* scripted("openai-responses", cutSend)
           const result = yield* run(
             responses(base),

@@ -150,7 +150,51 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, Record<string, string>, RegExp]> = [
         [chatArgs(base, "go", "--frobnicate"), env, /frobnicate/],
         [chatArgs(base, "--max-attempts", "0", "go"), env, /--max-attempts must be at least 1/],
-        [chatArgs(base, "--max-attempts", "many", "go"), env, /.many. is not a integer/],
+        [
+          chatArgs(base, "--max-attempts", "many", "go"),
+          env,
+          /--max-attempts takes a whole number in decimal digits, got 'many'/
+        ],
+        // numbers in decimal notation only, on the command line and in the environment
+        [
+          chatArgs(base, "--max-attempts", "1.5", "go"),
+          env,
+          /--max-attempts takes a whole number in decimal digits, got '1\.5'/
+        ],
+        [chatArgs(base, "--max-attempts", "0x10", "go"), env, /--max-attempts takes a whole number in decimal digits/],
+        [chatArgs(base, "--backoff-base", "1e3", "go"), env, /--backoff-base takes a whole number in decimal digits/],
+        [
+          chatArgs(base, "--deadline", "1e300", "go"),
+          env,
+          /--deadline takes a number in decimal notation \(such as 2\.5\), got '1e300'/
+        ],
+        [
+          chatArgs(base, "go"),
+          { ...env, REPRISE_DEADLINE: "1e300" },
+          /REPRISE_DEADLINE: "Expected a number in decimal notation/
+        ],
+        // a deadline the clock can time, and that fits in nanoseconds
+        [
+          chatArgs(base, "--deadline", "3000000", "go"),
+          env,
+          /--deadline must be at most 2147483\.647 seconds \(about 24\.8 days\), got 3000000/
+        ],
+        [
+          chatArgs(base, "--deadline", "1" + "0".repeat(300), "go"),
+          env,
+          /--deadline must be at most 2147483\.647 seconds/
+        ],
+        [
+          chatArgs(base, "go"),
+          { ...env, REPRISE_DEADLINE: "3000000" },
+          /REPRISE_DEADLINE: "must be at most 2147483\.647 seconds/
+        ],
+        // @effect/cli's own complaints, with reprise's prefix like every usage error
+        [
+          chatArgs(base, "go", "and", "more"),
+          env,
+          /^reprise: error \[UsageError\]: Received unknown argument: 'and'\n$/
+        ],
         [chatArgs(base, "--deadline", "-5", "go"), env, /--deadline must be a positive/],
         [chatArgs(base, "go"), { ...env, REPRISE_MAX_ATTEMPTS: "lots" }, /REPRISE_MAX_ATTEMPTS/],
         [chatArgs(base, "go"), {}, /missing API key: set OPENAI_API_KEY/],
@@ -168,11 +212,32 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         const result = yield* run(args, caseEnv)
         assert.strictEqual(result.code, 2, `${args.join(" ")} → ${result.stderr}`)
         assert.match(result.stderr, pattern)
+        // one line, in reprise's form, whoever found the problem
+        assert.match(result.stderr, /^reprise: error \[[A-Za-z.]+\]: [^\n]+\n$/, args.join(" "))
         assert.notInclude(result.stderr, KEY)
         assert.strictEqual(result.stdout, "")
       }
       assert.strictEqual(yield* count, 0)
     }), { timeout: 60_000 })
+
+  it.effect("--json: a command line @effect/cli refuses is an error event with its complaint, and the same line on stderr", () =>
+    Effect.gen(function*() {
+      const { base, count } = yield* setup({ steps: [{ kind: "stream", reply: { text: "never" } }] })
+      for (
+        const [args, complaint] of [
+          [chatArgs(base, "--json", "go", "and", "more"), "Received unknown argument: 'and'"],
+          [chatArgs(base, "--json", "--provider", "gemini", "go"), "Expected one of the following cases: openai-chat"]
+        ] as const
+      ) {
+        const result = yield* run(args, env)
+        assert.strictEqual(result.code, 2, result.stderr)
+        const event = JSON.parse(result.stdout)
+        assert.deepInclude(event, { type: "error", class: "UsageError", exitCode: 2 })
+        assert.include(event.message, complaint)
+        assert.strictEqual(result.stderr, `reprise: error [UsageError]: ${event.message}\n`)
+      }
+      assert.strictEqual(yield* count, 0)
+    }))
 
   it.effect("exit 75: an unreachable host is a transient failure", () =>
     Effect.gen(function*() {

@@ -14,7 +14,8 @@
  * (`REPRISE_DEADLINE`, {@link deadlineVariable}). {@link config} (and so {@link layerConfig}) is the two of them, and
  * the `reprise` CLI reads its `--max-attempts` and `--deadline` through the same two, with the flags as a
  * `ConfigProvider` in front of the environment: a bad value gets the same message whichever way it came in. A
- * deadline is kept in whole milliseconds, so one below half a millisecond is refused.
+ * deadline is kept in whole milliseconds, so one below half a millisecond is refused, and is at most 2^31 - 1 ms (about
+ * 24.8 days), the longest wait Effect's clock can time.
  *
  * Settings given as values in code ({@link layer}, {@link validateSettings}) are checked against the same ranges;
  * a bad one is a bug in the caller, not a configuration problem, and throws a `RangeError` (see
@@ -32,6 +33,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+import * as Seconds from "./internal/seconds.js"
 import * as Range from "./Range.js"
 
 /**
@@ -88,7 +90,7 @@ export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>("@repri
   override get message(): string {
     return this.reason === "Attempts"
       ? `no attempts left: ${this.attempts} of ${this.maxAttempts} used`
-      : `deadline passed after ${Duration.format(this.elapsed)} (${this.attempts} of ${this.maxAttempts} attempts used)`
+      : `deadline passed after ${Seconds.format(this.elapsed)} (${this.attempts} of ${this.maxAttempts} attempts used)`
   }
 }
 
@@ -277,6 +279,17 @@ const positiveDeadline: Range.Rule<Duration.Duration> = {
   validation: (d) => Duration.isFinite(d) && Duration.greaterThan(d, Duration.zero)
 }
 
+/**
+ * The longest wait Effect's clock can time is 2^31 - 1 ms (a longer sleep never ends): a deadline within it lets every
+ * wait it admits (a server's `Retry-After` included) end, and keeps the deadline representable in nanoseconds.
+ */
+const longestDeadlineMillis = 2 ** 31 - 1
+
+const timeableDeadline: Range.Rule<Duration.Duration> = {
+  message: `must be at most ${longestDeadlineMillis / 1000} seconds (about 24.8 days)`,
+  validation: (d) => Duration.toMillis(d) <= longestDeadlineMillis
+}
+
 /** Text gives seconds, kept in whole milliseconds: what rounds to 0 ms is refused rather than rounded up. */
 const roundsToOneMillisecond: Range.Rule<Duration.Duration> = {
   message: "must be at least 0.001 seconds (1 ms)",
@@ -285,9 +298,9 @@ const roundsToOneMillisecond: Range.Rule<Duration.Duration> = {
 
 /**
  * Validates settings given in code, with the ranges of {@link maxAttemptsConfig} and {@link deadlineConfig}: a whole
- * number of attempts of at least 1, a positive, finite deadline (any resolution: only text is kept in whole
- * milliseconds). A bad value is a bug in the caller, so it throws a `RangeError` (a defect when it happens inside an
- * effect), as {@link layer}, whose type has no error channel, promises; values from outside go through
+ * number of attempts of at least 1, a positive deadline of at most 2147483.647 seconds (any resolution: only text
+ * is kept in whole milliseconds). A bad value is a bug in the caller, so it throws a `RangeError` (a defect when it
+ * happens inside an effect), as {@link layer}, whose type has no error channel, promises; values from outside go through
  * {@link config} and fail with a `ConfigError`.
  *
  * @since 0.1.0
@@ -295,7 +308,12 @@ const roundsToOneMillisecond: Range.Rule<Duration.Duration> = {
  */
 export const validateSettings = (settings: Settings): Settings => {
   Range.check("maxAttempts", settings.maxAttempts, String(settings.maxAttempts), [Range.wholeNumber, Range.atLeastOne])
-  Range.check("deadline", settings.deadline, Duration.format(settings.deadline), [positiveDeadline])
+  // `Duration.format` goes through nanoseconds, which a finite duration of 1e300 s has no bigint for
+  const deadline = settings.deadline
+  const shown = Duration.isFinite(deadline) && Duration.toMillis(deadline) > longestDeadlineMillis
+    ? `${Duration.toSeconds(deadline)}s`
+    : Duration.format(deadline)
+  Range.check("deadline", deadline, shown, [positiveDeadline, timeableDeadline])
   return settings
 }
 
@@ -326,25 +344,29 @@ export const maxAttemptsVariable = "REPRISE_MAX_ATTEMPTS"
 export const deadlineVariable = "REPRISE_DEADLINE"
 
 /**
- * `REPRISE_MAX_ATTEMPTS`: an integer, at least 1 ("must be at least 1"); default 11.
+ * `REPRISE_MAX_ATTEMPTS`: an integer in decimal digits (`Range.integer`), at least 1 ("must be at least 1"); default 11.
  *
  * @since 0.1.0
  * @category config
  */
-export const maxAttemptsConfig: Config.Config<number> = Config.integer(maxAttemptsVariable).pipe(
+export const maxAttemptsConfig: Config.Config<number> = Range.integer(maxAttemptsVariable).pipe(
   Config.validate(Range.atLeastOne),
   Config.withDefault(defaultSettings.maxAttempts)
 )
 
 /**
- * `REPRISE_DEADLINE`: seconds, positive and finite ("must be a positive number of seconds"), kept in whole
- * milliseconds and so at least 0.001 ("must be at least 0.001 seconds (1 ms)"); default 600.
+ * `REPRISE_DEADLINE`: seconds in decimal notation (`Range.number`: `2.5`, not `1e3`), positive ("must be a positive
+ * number of seconds"), at most 2147483.647, the longest wait Effect's clock can time ("must be at most 2147483.647
+ * seconds (about 24.8 days)"), kept in whole milliseconds and so at least 0.001 ("must be at least 0.001 seconds
+ * (1 ms)"); default 600.
  *
  * @since 0.1.0
  * @category config
  */
-export const deadlineConfig: Config.Config<Duration.Duration> = Config.number().pipe(
+export const deadlineConfig: Config.Config<Duration.Duration> = Range.number().pipe(
   Config.map((seconds) => Duration.millis(seconds * 1000)),
+  // the bound first: a number of seconds too large for a finite duration is too large, not "not positive"
+  Config.validate(timeableDeadline),
   Config.validate(positiveDeadline),
   Config.validate(roundsToOneMillisecond),
   Config.map((deadline) => Duration.millis(Math.round(Duration.toMillis(deadline)))),

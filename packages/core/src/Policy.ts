@@ -130,7 +130,7 @@ export const layer = (settings: Partial<Settings>): Layer.Layer<never> =>
   Layer.succeed(PolicySettings, { ...defaultSettings, ...settings })
 
 const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
-  Config.integer(name).pipe(
+  Range.integer(name).pipe(
     Config.validate(Range.nonNegativeMilliseconds),
     Config.map(Duration.millis),
     Config.withDefault(fallback)

@@ -2,11 +2,16 @@
  * `Range` is how every package of reprise declares the range of a setting, once: a {@link Rule} is in the shape
  * `Config.validate` takes, so the same rule checks a value read from the environment (a `ConfigError` naming the
  * variable) and one given in code ({@link check}: a `RangeError`, since a bad value in code is a bug in the caller),
- * with the same message.
+ * with the same message. A number read from text is read by {@link integer} or {@link number}: decimal notation only,
+ * where `Config.integer` and `Config.number` take whatever JavaScript's `Number` takes (`0x10`, `1e3`, `Infinity`,
+ * a blank value as 0).
  *
  * @since 0.1.0
  */
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 
 /**
  * A range, in the shape `Config.validate` takes.
@@ -41,7 +46,7 @@ export const check = <A>(name: string, value: A, shown: string, rules: ReadonlyA
 export const atLeastOne: Rule<number> = { message: "must be at least 1", validation: (n) => n >= 1 }
 
 /**
- * An integer: what the environment's parser (`Config.integer`) guarantees and a value in code may lack.
+ * An integer: what the environment's parser ({@link integer}) guarantees and a value in code may lack.
  *
  * @since 0.1.0
  * @category rules
@@ -96,3 +101,38 @@ export const atLeastOneMillisecond: Rule<number> = {
  * @category rules
  */
 export const nonNegativeMilliseconds: Rule<number> = { message: "must be >= 0 ms", validation: (n) => n >= 0 }
+
+// an integer too long to be one (`Number` reads 400 digits as Infinity) is refused as `Config.integer` refuses it
+const decimalInteger = (text: string) => /^[+-]?[0-9]+$/.test(text) && Number.isInteger(Number(text))
+const decimalNumber = (text: string) => /^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$/.test(text)
+
+const decimal = (valid: (text: string) => boolean, what: string, name: string | undefined): Config.Config<number> => {
+  const config = Config.mapOrFail(
+    Config.string(),
+    (text) =>
+      valid(text)
+        ? Either.right(Number(text))
+        : Either.left(
+          ConfigError.InvalidData([], `Expected ${what} in decimal notation but received ${JSON.stringify(text)}`)
+        )
+  )
+  return name === undefined ? config : Config.nested(config, name)
+}
+
+/**
+ * `Config.integer` for text in decimal digits only (`600`, `-5`); anything else fails with `Expected an integer in
+ * decimal notation but received "0x10"`.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const integer = (name?: string): Config.Config<number> => decimal(decimalInteger, "an integer", name)
+
+/**
+ * `Config.number` for text in decimal notation only (`600`, `2.5`, `.5`): no exponent, hex, `Infinity` or blank value
+ * (`Expected a number in decimal notation but received "1e3"`).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const number = (name?: string): Config.Config<number> => decimal(decimalNumber, "a number", name)

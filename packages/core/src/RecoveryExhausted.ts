@@ -5,10 +5,10 @@
  *
  * @since 0.1.0
  */
-import * as Duration from "effect/Duration"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Family from "./internal/family.js"
+import * as Seconds from "./internal/seconds.js"
 import * as ProviderFailure from "./ProviderFailure.js"
 
 /**
@@ -25,7 +25,7 @@ export type TypeId = typeof TypeId
 
 /**
  * - `Attempts`: every allowed send was made.
- * - `Deadline`: the next attempt, or the wait before it, would start or end past the deadline.
+ * - `Deadline`: the deadline has passed, or the wait before the next attempt would end past it (see `nextDelay`).
  * - `RetryAfterBeyondDeadline`: the server's `Retry-After`, or a pause of the fleet, ends past the deadline;
  *   recovery stopped at once instead of sleeping in vain.
  * - `FleetBudget`: the fleet's shared retry budget refused the replay (`FleetLimits`); recovery stopped at once.
@@ -60,6 +60,11 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
     errors: Schema.Array(ProviderFailure.ProviderFailure),
     /** The server's requested wait (or the fleet's pause left), for `RetryAfterBeyondDeadline`. */
     retryAfter: Schema.optional(Schema.DurationFromSelf),
+    /**
+     * For `Deadline`, when the deadline had not passed yet: the wait before the next attempt, which would have ended
+     * past it. Absent when the deadline itself was reached.
+     */
+    nextDelay: Schema.optional(Schema.DurationFromSelf),
     /** How many characters of preview the last attempt had shown, discarded with it (absent when none was made). */
     partialOutputChars: Schema.optional(Schema.Number)
   }
@@ -85,9 +90,13 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
       : this.reason === "FleetBudget"
       ? `the fleet's retry budget refused a replay after ${this.attempts} of ${this.maxAttempts} attempts`
       : this.reason === "Deadline"
-      ? `deadline reached after ${Duration.format(this.elapsed)} and ${this.attempts} attempts`
+      ? this.nextDelay === undefined
+        ? `deadline reached after ${Seconds.format(this.elapsed)} and ${this.attempts} attempts`
+        : `stopped after ${Seconds.format(this.elapsed)} and ${this.attempts} attempts: the ${
+          Seconds.format(this.nextDelay)
+        } wait before the next attempt would end past the deadline`
       : `server asked to retry after ${
-        this.retryAfter === undefined ? "?" : Duration.format(this.retryAfter)
+        this.retryAfter === undefined ? "?" : Seconds.format(this.retryAfter)
       }, past the deadline`
     return this.lastError === undefined ? what : `${what}; last error: ${this.lastError.message}`
   }

@@ -68,8 +68,9 @@ export const Attribute = {
   /** On the reply span: the physical sends this reply made. */
   attempts: "reprise.attempts",
   /**
-   * `committed`, `retried`, `resumed` (the next attempt continues this attempt's response), or `surfaced` (the
-   * attempt's failure ended recovery).
+   * `committed`, `retried`, `resumed` (the next attempt continues this attempt's response), `surfaced` (the
+   * attempt's failure ended recovery), or `unsent` (nothing was sent: no attempt was left, or the request was refused
+   * before its send).
    */
   outcome: "reprise.outcome",
   /** The error's class and reason, e.g. `TransportError.Reset`, `ProviderRejection.Authentication`. */

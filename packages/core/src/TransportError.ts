@@ -9,10 +9,10 @@
  *
  * @since 0.1.0
  */
-import * as Duration from "effect/Duration"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Family from "./internal/family.js"
+import * as Seconds from "./internal/seconds.js"
 
 /**
  * @since 0.1.0
@@ -144,7 +144,7 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
     const parts: Array<string> = [describeReason(this)]
     if (this.providerCode !== undefined && this.reason !== "ProviderError") parts.push(` (${this.providerCode})`)
     if (this.detail !== undefined && this.detail.length > 0) parts.push(`: ${this.detail}`)
-    if (this.retryAfter !== undefined) parts.push(`; retry after ${Duration.format(this.retryAfter)}`)
+    if (this.retryAfter !== undefined) parts.push(`; retry after ${Seconds.format(this.retryAfter)}`)
     if (this.requestId !== undefined) parts.push(` [request ${this.requestId}]`)
     if (this.replayBlocked !== undefined) parts.push(` (not replayed: ${this.replayBlocked})`)
     return parts.join("")

@@ -100,7 +100,9 @@ describe("Budget", () => {
         [{ REPRISE_MAX_ATTEMPTS: "2.5" }, "REPRISE_MAX_ATTEMPTS"],
         [{ REPRISE_MAX_ATTEMPTS: "many" }, "REPRISE_MAX_ATTEMPTS"],
         [{ REPRISE_DEADLINE: "-1" }, "REPRISE_DEADLINE"],
-        [{ REPRISE_DEADLINE: "soon" }, "REPRISE_DEADLINE"]
+        [{ REPRISE_DEADLINE: "soon" }, "REPRISE_DEADLINE"],
+        [{ REPRISE_DEADLINE: "1e300" }, "REPRISE_DEADLINE"],
+        [{ REPRISE_MAX_ATTEMPTS: "0x10" }, "REPRISE_MAX_ATTEMPTS"]
       ] as const
     ) {
       it.effect(`rejects ${JSON.stringify(env)} with a ConfigError naming ${name}`, () =>
@@ -140,13 +142,25 @@ describe("Budget settings, declared once", () => {
       assert.deepStrictEqual(yield* read(Budget.deadlineConfig, {}), Budget.defaultSettings.deadline)
       assert.deepStrictEqual(yield* read(Budget.deadlineConfig, { REPRISE_DEADLINE: "2.0004" }), Duration.millis(2000))
       assert.deepStrictEqual(yield* read(Budget.deadlineConfig, { REPRISE_DEADLINE: "0.0005" }), Duration.millis(1))
+      assert.deepStrictEqual(
+        yield* read(Budget.deadlineConfig, { REPRISE_DEADLINE: "2147483.647" }),
+        Duration.millis(2 ** 31 - 1)
+      )
       for (
         const [value, message] of [
           ["0", "must be a positive number of seconds"],
           ["-5", "must be a positive number of seconds"],
-          ["Infinity", "must be a positive number of seconds"],
-          ["1e308", "must be a positive number of seconds"],
-          ["0.0001", "must be at least 0.001 seconds (1 ms)"]
+          ["0.0001", "must be at least 0.001 seconds (1 ms)"],
+          // decimal notation only: no exponent, no hex, no Infinity, nothing blank
+          ["1e300", `Expected a number in decimal notation but received "1e300"`],
+          ["1e3", `Expected a number in decimal notation but received "1e3"`],
+          ["0x10", `Expected a number in decimal notation but received "0x10"`],
+          ["Infinity", `Expected a number in decimal notation but received "Infinity"`],
+          ["", `Expected a number in decimal notation but received ""`],
+          // at most 2^31 - 1 ms, the longest wait Effect's clock times, and representable in nanoseconds
+          ["2147483.648", "must be at most 2147483.647 seconds (about 24.8 days)"],
+          ["1" + "0".repeat(300), "must be at most 2147483.647 seconds (about 24.8 days)"],
+          ["1" + "0".repeat(320), "must be at most 2147483.647 seconds (about 24.8 days)"]
         ]
       ) {
         const error = yield* Effect.flip(read(Budget.deadlineConfig, { REPRISE_DEADLINE: value }))
@@ -178,6 +192,11 @@ describe("Budget settings, declared once", () => {
       () => Budget.layer({ deadline: Duration.infinity }),
       RangeError,
       /deadline must be a positive number of seconds, got Infinity/
+    )
+    assert.throws(
+      () => Budget.layer({ deadline: Duration.seconds(1e300) }),
+      RangeError,
+      /deadline must be at most 2147483\.647 seconds \(about 24\.8 days\)/
     )
     // a value in code keeps its resolution: only text is rounded to whole milliseconds
     const fine = Budget.validateSettings({ maxAttempts: 1, deadline: Duration.micros(100n) })

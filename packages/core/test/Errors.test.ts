@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Schema } from "effect"
+import * as Budget from "../src/Budget.js"
 import * as ProviderFailure from "../src/ProviderFailure.js"
 import * as ProviderRejection from "../src/ProviderRejection.js"
 import * as RecoveryExhausted from "../src/RecoveryExhausted.js"
@@ -15,7 +16,7 @@ describe("errors", () => {
       retryAfter: Duration.seconds(2),
       requestId: "req_1"
     })
-    assert.strictEqual(error.message, "HTTP 503 (overloaded_error): Overloaded; retry after 2s [request req_1]")
+    assert.strictEqual(error.message, "HTTP 503 (overloaded_error): Overloaded; retry after 2.0s [request req_1]")
     assert.strictEqual(
       new TransportError.TransportError({ reason: "PrematureEof" }).message,
       "stream ended before its terminal event"
@@ -53,6 +54,45 @@ describe("errors", () => {
     })
     assert.strictEqual(error.message, "gave up after 11 of 11 attempts; last error: HTTP 503")
     assert.isTrue(RecoveryExhausted.isRecoveryExhausted(error))
+  })
+
+  it("durations read as the CLI's retry notices do, in seconds with one decimal, never in nanoseconds", () => {
+    const exhausted = (fields: Partial<ConstructorParameters<typeof RecoveryExhausted.RecoveryExhausted>[0]>) =>
+      new RecoveryExhausted.RecoveryExhausted({
+        reason: "Deadline",
+        attempts: 3,
+        maxAttempts: 11,
+        elapsed: Duration.nanos(13_247_310_680n),
+        errors: [],
+        ...fields
+      }).message
+    assert.strictEqual(exhausted({}), "deadline reached after 13.2s and 3 attempts")
+    assert.strictEqual(
+      exhausted({ nextDelay: Duration.millis(1_843.7) }),
+      "stopped after 13.2s and 3 attempts: the 1.8s wait before the next attempt would end past the deadline"
+    )
+    assert.strictEqual(
+      exhausted({ reason: "RetryAfterBeyondDeadline", retryAfter: Duration.nanos(29_442_251_465n) }),
+      "server asked to retry after 29.4s, past the deadline"
+    )
+    assert.strictEqual(
+      new TransportError.TransportError({
+        reason: "HttpStatus",
+        status: 429,
+        retryAfter: Duration.nanos(1_500_000_001n)
+      })
+        .message,
+      "HTTP 429; retry after 1.5s"
+    )
+    assert.strictEqual(
+      new Budget.BudgetExhausted({
+        reason: "Deadline",
+        attempts: 2,
+        maxAttempts: 11,
+        elapsed: Duration.nanos(13_247_310_680n)
+      }).message,
+      "deadline passed after 13.2s (2 of 11 attempts used)"
+    )
   })
 
   it("provider failures round-trip through their schema", () => {

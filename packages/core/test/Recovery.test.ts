@@ -195,7 +195,7 @@ describe("Recovery", () => {
       assert.notInclude(yield* rec.tags, "RetryScheduled")
     }))
 
-  it.effect("no attempt is admitted and no backoff begun past the deadline", () =>
+  it.effect("no attempt is admitted and no backoff begun past the deadline; the error names the wait that would cross it", () =>
     Effect.gen(function*() {
       const rec = yield* recorder
       const { generation, sends } = yield* scripted([{ end: reset }])
@@ -213,10 +213,17 @@ describe("Recovery", () => {
         assert.strictEqual(error.reason, "Deadline")
         assert.strictEqual(Duration.toMillis(error.elapsed), 7_000)
         assert.strictEqual(error.errors.length, 4)
+        // the deadline was not reached: the wait would have crossed it
+        assert.strictEqual(Duration.toMillis(error.nextDelay!), 8_000)
+        assert.strictEqual(
+          error.message,
+          "stopped after 7.0s and 4 attempts: the 8.0s wait before the next attempt would end past the deadline; " +
+            "last error: connection reset"
+        )
       }
     }))
 
-  it.effect("an attempt that outlives the deadline is not followed by another", () =>
+  it.effect("an attempt that outlives the deadline is not followed by another; the error says it was reached", () =>
     Effect.gen(function*() {
       const { generation, sends } = yield* scripted([{ text: ["slow"], end: reset, takes: Duration.seconds(30) }])
       const exit = yield* runToEnd(
@@ -225,6 +232,10 @@ describe("Recovery", () => {
       assert.strictEqual(yield* sends, 1)
       const error = yield* Effect.flip(exit)
       assert.strictEqual(error._tag === "RecoveryExhausted" && error.reason, "Deadline")
+      if (error._tag === "RecoveryExhausted") {
+        assert.isUndefined(error.nextDelay)
+        assert.match(error.message, /^deadline reached after 30\.0s and 1 attempts; last error: /)
+      }
     }))
 
   it.effect("N attempts reserve exactly N sends, even though the provider reserves each send itself", () =>

@@ -115,7 +115,7 @@ export const nameConfig = (name?: string | undefined): Config.Config<string> => 
  * @since 0.1.0
  * @category config
  */
-export const timeoutConfig: Config.Config<Duration.Duration> = Config.integer(timeoutVariable).pipe(
+export const timeoutConfig: Config.Config<Duration.Duration> = Range.integer(timeoutVariable).pipe(
   Config.validate(Range.atLeastOneMillisecond),
   Config.map(Duration.millis),
   Config.withDefault(defaultTimeout)

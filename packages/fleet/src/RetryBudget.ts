@@ -157,15 +157,15 @@ export const count = (
  * @category config
  */
 export const config: Config.Config<Settings> = Config.all({
-  ratio: Config.number("REPRISE_FLEET_RATIO").pipe(
+  ratio: Range.number("REPRISE_FLEET_RATIO").pipe(
     Config.validate(Range.nonNegative),
     Config.withDefault(defaultSettings.ratio)
   ),
-  floor: Config.number("REPRISE_FLEET_FLOOR").pipe(
+  floor: Range.number("REPRISE_FLEET_FLOOR").pipe(
     Config.validate(Range.nonNegative),
     Config.withDefault(defaultSettings.floor)
   ),
-  window: Config.integer("REPRISE_FLEET_WINDOW").pipe(
+  window: Range.integer("REPRISE_FLEET_WINDOW").pipe(
     Config.validate({
       message: "must be a whole number of seconds from 1 to 3600",
       validation: (n) => n >= 1 && n <= 3600

@@ -211,7 +211,7 @@ export const baseUrlProblem = (s: string): string | undefined => {
 }
 
 const millis = (name: string, fallback: Duration.Duration): Config.Config<Duration.Duration> =>
-  Config.integer().pipe(
+  Range.integer().pipe(
     Config.map(Duration.millis),
     Config.validate(Range.positiveTimeout),
     // nested last, so that the variable names the failure of the mapped value too
@@ -271,7 +271,7 @@ export const idleTimeoutConfig: Config.Config<Duration.Duration> = millis(idleTi
  * @since 0.1.0
  * @category config
  */
-export const maxReplyBytesConfig: Config.Config<number> = Config.integer(maxReplyBytesVariable).pipe(
+export const maxReplyBytesConfig: Config.Config<number> = Range.integer(maxReplyBytesVariable).pipe(
   Config.validate(Range.atLeastOne),
   Config.withDefault(defaultMaxReplyBytes)
 )

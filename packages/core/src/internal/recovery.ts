@@ -319,9 +319,11 @@ class ReplyRun<RH> implements Resumption.Service {
     )
   }
 
+  /** Recovery ends with `reason`; `retryAfter` for `RetryAfterBeyondDeadline`, `nextDelay` for a wait past the deadline. */
   exhausted(
     reason: RecoveryExhausted.Reason,
-    retryAfter?: Duration.Duration
+    retryAfter?: Duration.Duration,
+    nextDelay?: Duration.Duration
   ): Effect.Effect<never, RecoveryExhausted.RecoveryExhausted> {
     const self = this
     return Effect.gen(function*() {
@@ -334,6 +336,7 @@ class ReplyRun<RH> implements Resumption.Service {
         errors: [...errors],
         ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
         ...(retryAfter === undefined ? {} : { retryAfter }),
+        ...(nextDelay === undefined ? {} : { nextDelay }),
         ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
       })
       yield* self.notify(N.Exhausted({ error }))
@@ -489,7 +492,7 @@ class ReplyRun<RH> implements Resumption.Service {
         return Either.left(
           wait.source === "retry-after"
             ? self.exhausted("RetryAfterBeyondDeadline", wait.delay)
-            : self.exhausted("Deadline")
+            : self.exhausted("Deadline", undefined, now >= allowance.deadlineAt ? undefined : wait.delay)
         )
       }
       const withdrawal = yield* self.fleet.withdraw

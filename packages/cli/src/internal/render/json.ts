@@ -13,6 +13,9 @@ import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
 import type * as Notices from "./notices.js"
 
+/** A delay in an event: whole milliseconds (a jittered backoff, a fleet's pause left, are fractional). */
+const wholeMillis = (delay: Duration.Duration): number => Math.round(Duration.toMillis(delay))
+
 /**
  * The `--json` renderer of one turn.
  *
@@ -50,7 +53,7 @@ export const make = (
             discarded = { attempt: n.attempt, chars: n.discardedText.length, error: n.error }
             return event({ type: "discard", attempt: n.attempt, discardedChars: n.discardedText.length })
           case "RetryScheduled": {
-            const delay = Duration.toMillis(n.delay)
+            const delay = wholeMillis(n.delay)
             if (n.resume !== undefined) {
               return Effect.zipRight(
                 event({
@@ -97,7 +100,7 @@ export const make = (
                     type: "fleet",
                     event: "paused",
                     attempt: n.attempt,
-                    delay: Duration.toMillis(n.delay),
+                    delay: wholeMillis(n.delay),
                     status: n.status
                   }
                   : n._tag === "FleetUnavailable"
