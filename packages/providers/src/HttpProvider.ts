@@ -72,7 +72,13 @@ export const layerUndici = (
   options: Options
 ): Layer.Layer<Provider.Provider> => Layer.provide(layer(protocol, options), undici)
 
-const undici: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layerUndici
+// The client `NodeHttpClient.layerUndici` builds (`makeUndici` over `makeDispatcher`, both public), without what that
+// layer adds: its context merged into every request's, a provided region and a copy of the context per send. The
+// client reads nothing from that context but undici options, and this layer has none.
+const undici: Layer.Layer<HttpClient.HttpClient> = Layer.scoped(
+  HttpClient.HttpClient,
+  Effect.map(NodeHttpClient.makeDispatcher, NodeHttpClient.makeUndici)
+)
 
 /**
  * The provider of `protocol` with its options from the environment (see `ProviderOptions.config`).

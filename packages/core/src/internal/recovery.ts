@@ -111,51 +111,46 @@ export const reply = <E extends AttemptError, R, RH>(
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH> =>
   Effect.flatMap(
-    Effect.all([
-      Budget.enclosingOrNew,
-      FiberRef.get(currentReplay),
-      Policy.PolicySettings,
-      RecoveryNotifications.RecoveryNotifications,
-      FleetLimits.FleetLimits,
-      Pacing.Pacing
-    ]),
-    ([allowance, replay, policy, notifications, fleet, pacing]) => {
-      const run = new ReplyRun<RH>(
-        open as Open<AttemptError, never>,
-        options,
-        meters,
-        allowance,
-        replay,
-        policy,
-        notifications,
-        fleet,
-        pacing
-      )
-      return region(
-        Effect.makeSpan(Telemetry.SpanName.reply, {
-          attributes: options.spanAttributes ?? {},
-          captureStackTrace: false
-        }),
-        (span) =>
-          Context.make(Budget.Budget, allowance).pipe(
-            Context.add(Resumption.Resumption, run),
-            Context.add(Tracer.ParentSpan, span)
-          ),
-        () => run.run(),
-        // interrupted, the background response the reply was reading is cancelled; the cancel's own defect is joined
-        // to the interruption, as `Effect.onInterrupt` joins a finalizer's
-        (span, exit) =>
-          Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
-            ? Effect.flatMap(Effect.exit(run.abandon()), (cancelled) =>
-              Exit.isSuccess(cancelled)
-                ? endSpan(span, exit)
-                : Effect.zipRight(
-                  endSpan(span, Exit.failCause(Cause.sequential(exit.cause, cancelled.cause))),
-                  Effect.failCause(cancelled.cause)
-                ))
-            : endSpan(span, exit)
-      )
-    }
+    Effect.context<never>(),
+    (context) =>
+      Effect.flatMap(Effect.zip(Budget.enclosingOrNew, FiberRef.get(currentReplay)), ([allowance, replay]) => {
+        const run = new ReplyRun<RH>(
+          open as Open<AttemptError, never>,
+          options,
+          meters,
+          allowance,
+          // the reply's settings, read from the context once
+          replay,
+          Context.get(context, Policy.PolicySettings),
+          Context.get(context, RecoveryNotifications.RecoveryNotifications),
+          Context.get(context, FleetLimits.FleetLimits),
+          Context.get(context, Pacing.Pacing)
+        )
+        return region(
+          Effect.makeSpan(Telemetry.SpanName.reply, {
+            attributes: options.spanAttributes ?? {},
+            captureStackTrace: false
+          }),
+          (span) =>
+            Context.make(Budget.Budget, allowance).pipe(
+              Context.add(Resumption.Resumption, run),
+              Context.add(Tracer.ParentSpan, span)
+            ),
+          () => run.run(),
+          // interrupted, the background response the reply was reading is cancelled; the cancel's own defect is joined
+          // to the interruption, as `Effect.onInterrupt` joins a finalizer's
+          (span, exit) =>
+            Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+              ? Effect.flatMap(Effect.exit(run.abandon()), (cancelled) =>
+                Exit.isSuccess(cancelled)
+                  ? endSpan(span, exit)
+                  : Effect.zipRight(
+                    endSpan(span, Exit.failCause(Cause.sequential(exit.cause, cancelled.cause))),
+                    Effect.failCause(cancelled.cause)
+                  ))
+              : endSpan(span, exit)
+        )
+      })
   ) as Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH>
 
 /**
@@ -663,7 +658,14 @@ class AttemptRun<RH> {
         const next: Effect.Effect<void, AttemptError, RH> = Effect.matchEffect(pull, {
           onFailure: (end) =>
             Option.isNone(end) ? Effect.void : Effect.zipRight(this.seen(end.value), Effect.fail(end.value)),
-          onSuccess: (events) => Effect.zipRight(this.onEvents(events), next)
+          onSuccess: (events) => {
+            // nobody listens and no hook runs: the chunk is recorded here, with no effect of its own
+            if (this.quiet && this.attempt !== undefined) {
+              this.record(events)
+              return next
+            }
+            return Effect.zipRight(this.onEvents(events), next)
+          }
         })
         return next
       }
@@ -690,17 +692,17 @@ class AttemptRun<RH> {
     })
   }
 
-  onEvents(events: Chunk.Chunk<Generation.GenerationEvent>): Effect.Effect<void, AttemptError, RH> {
+  /** Records every event of a chunk. */
+  record(events: Chunk.Chunk<Generation.GenerationEvent>): void {
     const acc = this.acc
-    if (this.quiet && this.attempt !== undefined) {
-      for (const event of events) acc.add(event)
-      return Effect.void
-    }
+    for (const event of events) acc.add(event)
+  }
+
+  /** A chunk's events, each recorded and told (`Preview`) in turn; a run that had not reserved is charged first. */
+  onEvents(events: Chunk.Chunk<Generation.GenerationEvent>): Effect.Effect<void, AttemptError, RH> {
     return Effect.flatMap(this.charged(), (attempt) =>
       this.quiet
-        ? Effect.sync(() => {
-          for (const event of events) acc.add(event)
-        })
+        ? Effect.sync(() => this.record(events))
         : Effect.forEach(events, (event) => this.surfaced(event, attempt), { discard: true }))
   }
 
