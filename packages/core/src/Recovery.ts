@@ -109,9 +109,8 @@ export const disabled = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A
 
 /**
  * Runs a generation with recovery and returns the committed reply. The stream is run once per attempt (adapted once
- * into the pull recovery reads); running it must make one physical send, reserved with `Budget.reserve` or
- * `Budget.reserve` (providers do this). A stream that reserves nothing is charged one send when it shows its first
- * event or ends.
+ * into the pull recovery reads); running it must make one physical send, reserved with `Budget.reserve` (providers
+ * do this). A stream that reserves nothing is charged one send when it shows its first event or ends.
  *
  * @since 0.1.0
  * @category recovery
