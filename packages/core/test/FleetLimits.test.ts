@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Layer, Option, Ref, Stream, TestClock } from "effect"
+import * as Budget from "../src/Budget.js"
 import * as FleetLimits from "../src/FleetLimits.js"
 import * as Policy from "../src/Policy.js"
 import * as Recovery from "../src/Recovery.js"
@@ -145,5 +146,23 @@ describe("FleetLimits in the recovery loop", () => {
       assert.isTrue(Option.isNone(yield* service.deposit))
       assert.isTrue((yield* service.withdraw).allowed)
       assert.isTrue(Option.isNone(FleetLimits.pause(Duration.zero)))
+    }))
+
+  it.effect("a send a chunk hook reserves is not its attempt's resend: no fleet check, the reply's budget debited", () =>
+    Effect.gen(function*() {
+      const fleet = yield* fake({})
+      const { generation } = yield* scripted([{ text: ["a", "b"], end: "finish" }])
+      let hookSends = 0
+      const reply = yield* Budget.scoped(Effect.gen(function*() {
+        const reply = yield* Recovery.run(generation, {
+          hooks: { onChunk: () => Effect.map(Budget.reserve, () => void hookSends++) }
+        }).pipe(Effect.provide(Layer.mergeAll(noJitter, fleet.layer)))
+        assert.strictEqual(yield* Effect.flatMap(Budget.Budget, (b) => b.used), 1 + hookSends)
+        return reply
+      }))
+      assert.strictEqual(reply.text, "ab")
+      assert.isAbove(hookSends, 0)
+      // only the reply's first attempt was seen by the fleet: the hook's sends passed no resend check
+      assert.deepStrictEqual(yield* fleet.log, ["deposit"])
     }))
 })

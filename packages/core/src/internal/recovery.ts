@@ -700,10 +700,13 @@ class AttemptRun<RH> {
 
   /** A chunk's events, each recorded and told (`Preview`) in turn; a run that had not reserved is charged first. */
   onEvents(events: Chunk.Chunk<Generation.GenerationEvent>): Effect.Effect<void, AttemptError, RH> {
-    return Effect.flatMap(this.charged(), (attempt) =>
-      this.quiet
-        ? Effect.sync(() => this.record(events))
-        : Effect.forEach(events, (event) => this.surfaced(event, attempt), { discard: true }))
+    return Effect.flatMap(this.charged(), (attempt) => {
+      if (this.quiet) return Effect.sync(() => this.record(events))
+      const surfaced = Effect.forEach(events, (event) => this.surfaced(event, attempt), { discard: true })
+      // a chunk hook is not the attempt's provider: a send it makes debits the reply's budget as any send outside an
+      // attempt does, and does not count as this attempt's resend
+      return this.onChunk === undefined ? surfaced : Effect.provideService(surfaced, Budget.CurrentSends, undefined)
+    })
   }
 
   surfaced(event: Generation.GenerationEvent, attempt: number): Effect.Effect<void, HookError.HookError, RH> {
