@@ -4,7 +4,7 @@
  *
  * | replayed | never replayed |
  * |---|---|
- * | connect/reset/premature EOF/timeout/truncated tool JSON | anything not raised by a provider (tools, hooks, callers) |
+ * | connect/reset/premature EOF/timeout/truncated tool JSON, a chunk that is not JSON (once per route) | anything not raised by a provider (tools, hooks, callers) |
  * | HTTP 408, 429, 500, 502, 503, 504, 529 | 400, 401, 402, 403, 404, 413, 422, 501, 505, any 3xx |
  * | 409 only with `x-should-retry: true` | anything with `x-should-retry: false` |
  * | `overloaded_error`, `api_error`, `rate_limit_error`, `server_error`, `rate_limit_exceeded` | `insufficient_quota`, context overflow, malformed streams |
@@ -102,6 +102,7 @@ export const classify = (error: unknown): Classification => {
     case "Timeout":
     case "TruncatedToolArguments":
     case "ResumeGap":
+    case "MalformedChunk":
       return retryable
     case "HttpStatus":
       return error.status !== undefined && isRetryableStatus(error.status, error.shouldRetry)

@@ -73,7 +73,12 @@ export type GenerationEvent = Data.TaggedEnum<{
   }
   ToolCallComplete: { readonly call: Message.ToolCall }
   Usage: { readonly usage: Usage }
-  Finish: { readonly reason: FinishReason; readonly providerReason: string }
+  Finish: {
+    readonly reason: FinishReason
+    readonly providerReason: string
+    /** The model as the provider named it in its response (`model` of a chunk, a message or a response), if it did. */
+    readonly model?: string | undefined
+  }
 }>
 
 /**
@@ -174,6 +179,21 @@ export interface GenerationRequest {
 }
 
 /**
+ * One route of a plan (see `Routes`), as replies, notifications and errors name it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RouteRef {
+  /** Its place in the plan, from 1 (the primary). */
+  readonly index: number
+  /** Its display name: `openai-chat gpt-4.1` unless the plan named it. */
+  readonly name: string
+  /** The model the route asks for. */
+  readonly model: string
+}
+
+/**
  * A committed reply: what the one attempt that reached its terminal event produced.
  *
  * @since 0.1.0
@@ -196,6 +216,10 @@ export class Reply extends Data.Class<{
   readonly usage: Option.Option<Usage>
   /** Physical sends made by this reply, the committed one included. */
   readonly attempts: number
+  /** The model as the provider named it in the committed attempt's response; absent when it named none. */
+  readonly model?: string | undefined
+  /** The route of the plan that served the reply (see `Routes`); absent when the reply ran without a plan. */
+  readonly route?: RouteRef | undefined
 }> {
   /**
    * Whether the reply stopped before the model finished (token limit, `response.incomplete`).

@@ -45,6 +45,11 @@ export interface Service {
   /** The wire protocol, e.g. `openai-chat`. */
   readonly protocol: string
   /**
+   * Where it sends: its base URL, never with a credential. With the protocol and the model it names a route's
+   * circuit (see `Routes`), so that routes to one server share one.
+   */
+  readonly endpoint?: string | undefined
+  /**
    * One generation, opened in the current scope: the request sent (after `Budget.reserve`) and the pull of its
    * events returned. Closing the scope aborts the request and releases the body. Opening again sends again.
    */
@@ -82,9 +87,11 @@ export const toStream = <E, R>(
  */
 export const make = (options: {
   readonly protocol: string
+  readonly endpoint?: string | undefined
   readonly open: Service["open"]
 }): Service => ({
   protocol: options.protocol,
+  ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   open: options.open,
   stream: (request) => toStream(options.open(request))
 })
@@ -113,9 +120,11 @@ export const fromStream = <E, R>(
  */
 export const makeFromStream = (options: {
   readonly protocol: string
+  readonly endpoint?: string | undefined
   readonly stream: Service["stream"]
 }): Service => ({
   protocol: options.protocol,
+  ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
   open: (request) => fromStream(options.stream(request)),
   stream: options.stream
 })

@@ -9,6 +9,7 @@
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Family from "./internal/family.js"
+import * as RouteFailure from "./internal/routeFailure.js"
 
 /**
  * @since 0.1.0
@@ -82,7 +83,9 @@ export class ProviderRejection extends Schema.TaggedError<ProviderRejection>("@r
     location: Schema.optional(Schema.String),
     headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
     partialOutputChars: Schema.optional(Schema.Number),
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect),
+    /** Each route's last failure, when every route of a plan failed (see `Routes`). */
+    ...RouteFailure.field
   }
 ) {
   /**

@@ -10,6 +10,7 @@ import * as Schema from "effect/Schema"
 import * as Family from "./internal/family.js"
 import * as Seconds from "./internal/seconds.js"
 import * as ProviderFailure from "./ProviderFailure.js"
+import * as RouteFailure from "./internal/routeFailure.js"
 
 /**
  * @since 0.1.0
@@ -29,11 +30,13 @@ export type TypeId = typeof TypeId
  * - `RetryAfterBeyondDeadline`: the server's `Retry-After`, or a pause of the fleet, ends past the deadline;
  *   recovery stopped at once instead of sleeping in vain.
  * - `FleetBudget`: the fleet's shared retry budget refused the replay (`FleetLimits`); recovery stopped at once.
+ * - `CircuitOpen`: every route of the plan left to try has its circuit open (see `Routes`, `Circuit`): nothing was
+ *   sent to them.
  *
  * @since 0.1.0
  * @category models
  */
-export const Reason = Schema.Literal("Attempts", "Deadline", "RetryAfterBeyondDeadline", "FleetBudget")
+export const Reason = Schema.Literal("Attempts", "Deadline", "RetryAfterBeyondDeadline", "FleetBudget", "CircuitOpen")
 
 /**
  * @since 0.1.0
@@ -66,7 +69,9 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
      */
     nextDelay: Schema.optional(Schema.DurationFromSelf),
     /** How many characters of preview the last attempt had shown, discarded with it (absent when none was made). */
-    partialOutputChars: Schema.optional(Schema.Number)
+    partialOutputChars: Schema.optional(Schema.Number),
+    /** Each route's last failure, when every route of a plan failed (see `Routes`). */
+    ...RouteFailure.field
   }
 ) {
   /**
@@ -87,6 +92,8 @@ export class RecoveryExhausted extends Schema.TaggedError<RecoveryExhausted>("@r
   override get message(): string {
     const what = this.reason === "Attempts"
       ? `gave up after ${this.attempts} of ${this.maxAttempts} attempts`
+      : this.reason === "CircuitOpen"
+      ? `every route left has its circuit open, after ${this.attempts} of ${this.maxAttempts} attempts`
       : this.reason === "FleetBudget"
       ? `the fleet's retry budget refused a replay after ${this.attempts} of ${this.maxAttempts} attempts`
       : this.reason === "Deadline"

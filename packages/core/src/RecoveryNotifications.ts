@@ -7,7 +7,8 @@
  * 2. `Preview` for each event of that attempt (attempt-local, not committed),
  * 3. on failure `AttemptDiscarded` (what the attempt had shown), then `RetryScheduled` when it will be replayed;
  *    or, when the next attempt continues the same response, `RetryScheduled` with `resume` and no discard: the
- *    preview is kept, and the continuation's previews extend it,
+ *    preview is kept, and the continuation's previews extend it; or, with a plan of routes (`Routes`), `RouteSwitched`
+ *    when the next attempt goes to another route (after `AttemptDiscarded` when the route had sent),
  * 4. finally `Committed`, or `Exhausted` when recovery gave up, or `Failed` when the failure was not replayable.
  *
  * With a fleet (`FleetLimits`), `FleetPaused` comes before a send that waits for a pause other processes' pushback
@@ -33,6 +34,7 @@ import type * as Generation from "./Generation.js"
 import type * as Message from "./Message.js"
 import type * as Policy from "./Policy.js"
 import type * as Resumption from "./Resumption.js"
+import type * as Routes from "./Routes.js"
 
 /**
  * @since 0.1.0
@@ -69,6 +71,21 @@ export type Notification = Data.TaggedEnum<{
     readonly remainingTime: Duration.Duration
     /** Set when the next attempt continues the failed attempt's response instead of replaying it ({@link Resume}). */
     readonly resume?: Resume | undefined
+  }
+  /**
+   * The next attempt goes to route `to` (see `Routes`): route `from` was left for `reason`, at once (no backoff: the
+   * next route does not share the wait). `error` is the failure that left it; absent when `from` was skipped without
+   * a send, its circuit open.
+   */
+  RouteSwitched: {
+    readonly from: Generation.RouteRef
+    readonly to: Generation.RouteRef
+    readonly reason: Routes.SwitchReason
+    readonly error?: unknown
+    readonly nextAttempt: number
+    readonly remainingAttempts: number
+    /** Time left until the deadline when the switch was made. */
+    readonly remainingTime: Duration.Duration
   }
   Committed: { readonly reply: Generation.Reply }
   /** Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. */

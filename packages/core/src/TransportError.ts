@@ -13,6 +13,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Family from "./internal/family.js"
 import * as Seconds from "./internal/seconds.js"
+import * as RouteFailure from "./internal/routeFailure.js"
 
 /**
  * @since 0.1.0
@@ -39,6 +40,9 @@ export type TypeId = typeof TypeId
  * - `ResumeGap`: a continued response did not continue what was surfaced: its first event after the cursor was
  *   not the next one, its final output does not hold or extend the preview, or a poll could not account for it (see
  *   `Resumption`).
+ * - `MalformedChunk`: an SSE event's data was not JSON. Read as corruption on the way (a proxy or CDN that rewrote
+ *   the body), not as the provider's answer: replayed once on the same route, then the route is left (see `Routes`).
+ *   A chunk that is JSON but not the protocol's shape is a `ProviderRejection{reason: "MalformedStream"}`.
  *
  * @since 0.1.0
  * @category models
@@ -51,7 +55,8 @@ export const Reason = Schema.Literal(
   "HttpStatus",
   "ProviderError",
   "TruncatedToolArguments",
-  "ResumeGap"
+  "ResumeGap",
+  "MalformedChunk"
 )
 
 /**
@@ -113,7 +118,9 @@ export class TransportError extends Schema.TaggedError<TransportError>("@reprise
     partialOutputChars: Schema.optional(Schema.Number),
     /** Set when this failure would have been replayed but replay was off. */
     replayBlocked: Schema.optional(ReplayBlocked),
-    cause: Schema.optional(Schema.Defect)
+    cause: Schema.optional(Schema.Defect),
+    /** Each route's last failure, when every route of a plan failed (see `Routes`). */
+    ...RouteFailure.field
   }
 ) {
   /**
@@ -169,6 +176,8 @@ const describeReason = (error: TransportError): string => {
       return "tool-call arguments truncated at end of stream"
     case "ResumeGap":
       return "the resumed response did not continue where it was cut"
+    case "MalformedChunk":
+      return "a stream event was not JSON"
   }
 }
 

@@ -112,3 +112,17 @@ export * as FleetLimits from "./FleetLimits.js"
  * @since 0.1.0
  */
 export * as Range from "./Range.js"
+
+/**
+ * `Circuit` is the breaker of each route of a plan.
+ *
+ * @since 0.1.0
+ */
+export * as Circuit from "./Circuit.js"
+
+/**
+ * `Routes` is a plan of routes.
+ *
+ * @since 0.1.0
+ */
+export * as Routes from "./Routes.js"

@@ -41,6 +41,8 @@ export const shortReason = (error: unknown): string => {
         return "tool arguments truncated"
       case "ResumeGap":
         return "resumed response out of step"
+      case "MalformedChunk":
+        return "malformed chunk"
     }
   }
   // a refusal that is continued (a resume the server would not stream: polled instead) or told (a failed cancel)
