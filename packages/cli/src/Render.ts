@@ -9,7 +9,13 @@
  *   erased first, so the screen holds one answer, and a backoff shows a countdown (`reprise: retrying in 12s…`)
  *   that the next attempt clears.
  * - `json`: one JSON object per line on stdout: `attempt`, `delta`, `discard`, `retry`, `tool_call`, `tool_result`,
- *   `commit`, `error`; and with a background response (`--background`), `resume` and `cancel`.
+ *   `commit`, `error`; and with a background response (`--background`), `resume` and `cancel`; with fallback routes
+ *   (`--fallback`), `route_switched`.
+ *
+ * With fallback routes, a reply that leaves a route says so on stderr in every mode:
+ * `reprise: route 1 (openai-chat gpt-4.1) failed (HTTP 503); switching to route 2 (anthropic claude-sonnet-4)`, or
+ * `reprise: route 1 (…) skipped: circuit open; switching to route 2 (…)`; and an error that ended every route lists
+ * each route's last failure on a line of its own after the error's line.
  *
  * A background response that is continued after a cut (`RetryScheduled` with `resume`, then `AttemptResumed`) keeps
  * its preview: nothing is discarded, and the continuation's text extends what was shown. Its notices are
@@ -94,13 +100,16 @@ export const seconds: (delay: Duration.Duration) => string = Notices.seconds
 
 /**
  * The renderer of one turn in `mode`, writing to the `Output`; `sanitizer` keeps the key out of everything written.
+ * `model` is the model the turn asks for: a `--json` `commit` names it when neither the provider nor a route named
+ * the one that served the reply.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const make = (
   mode: Mode,
-  sanitizer: Sanitize.Sanitizer = Sanitize.none
+  sanitizer: Sanitize.Sanitizer = Sanitize.none,
+  model?: string | undefined
 ): Effect.Effect<Render, never, Output.Output> =>
   Effect.map(Output.Output, (output) => {
     const notices = Notices.make(sanitizer)
@@ -108,7 +117,7 @@ export const make = (
       case "plain":
         return Plain.make(output, sanitizer, notices)
       case "json":
-        return Json.make(output, sanitizer, notices)
+        return Json.make(output, sanitizer, notices, model)
       case "tty":
         return Tty.make(output, sanitizer, notices)
     }

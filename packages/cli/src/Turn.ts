@@ -107,7 +107,7 @@ export const run = (
   Effect.gen(function*() {
     const output = yield* Output.Output
     const sanitizer = Sanitize.make(settings.apiKey)
-    const render = yield* Render.make(Render.mode(settings.json, output.isTTY), sanitizer)
+    const render = yield* Render.make(Render.mode(settings.json, output.isTTY), sanitizer, settings.model)
     // What the session holds of this turn: Chat.turn returns it only when the turn ends well
     const committed: Array<Message.Message> = []
     // The final reply once it is committed, for a turn interrupted after it (Chat.turn then returns nothing)

@@ -86,7 +86,16 @@ describe("Render", () => {
         { type: "retry", attempt: 2, delay: 1000, source: "backoff" },
         { type: "attempt", attempt: 2 },
         { type: "delta", attempt: 2, text: "Hello there" },
-        { type: "commit", text: "Hello there", finishReason: "stop", attempts: 2, toolCalls: 0 }
+        {
+          type: "commit",
+          text: "Hello there",
+          finishReason: "stop",
+          attempts: 2,
+          toolCalls: 0,
+          model: null,
+          route: null,
+          usage: null
+        }
       ])
     }))
 

@@ -130,12 +130,14 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         // the continuation's deltas extend the first attempt's: together they are the answer, once
         assert.strictEqual(events.filter((e) => e.type === "delta").map((e) => e.text).join(""), answer)
         assert.isTrue(events.filter((e) => e.type === "delta" && e.attempt === 2).length > 0)
-        assert.deepStrictEqual(events.at(-1), {
+        const { model: _model, usage: _usage, ...commit } = events.at(-1)!
+        assert.deepStrictEqual(commit, {
           type: "commit",
           text: answer,
           finishReason: "stop",
           attempts: 2,
-          toolCalls: 0
+          toolCalls: 0,
+          route: null
         })
         // stderr has the same notices as without --json
         assert.match(result.stderr.split("\n")[0]!, failedLine)

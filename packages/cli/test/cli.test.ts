@@ -68,13 +68,18 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.deepStrictEqual(events[1], { type: "discard", attempt: 1, discardedChars: 0 })
       assert.strictEqual(events[2].source, "backoff")
       assert.isNumber(events[2].delay)
-      assert.deepStrictEqual(events.at(-1), {
+      const { usage, ...commit } = events.at(-1)
+      assert.deepStrictEqual(commit, {
         type: "commit",
         text: "ok then",
         finishReason: "stop",
         attempts: 2,
-        toolCalls: 0
+        toolCalls: 0,
+        // no plan of routes: no route, and the model asked for (the simulator answers as the request's model)
+        model: "test-model",
+        route: null
       })
+      assert.isTrue(usage === null || (Number.isInteger(usage.input_tokens) && Number.isInteger(usage.output_tokens)))
       assert.strictEqual(events.filter((e) => e.type === "delta").map((e) => e.text).join(""), "ok then")
     }))
 

@@ -1,20 +1,33 @@
 /**
  * `--json` output: one JSON object per line on stdout for every event of the turn (`attempt`, `delta`, `discard`,
- * `retry`, `resume`, `cancel`, `fleet`, `tool_call`, `tool_result`, `commit`, `error`), and the notices on stderr as
+ * `retry`, `route_switched`, `resume`, `cancel`, `fleet`, `tool_call`, `tool_result`, `commit`, `error`), and the notices on stderr as
  * in the other modes. Nothing is ever erased and no countdown is drawn, on a terminal too.
  *
  * @internal
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as ExitCode from "../../ExitCode.js"
 import type * as Output from "../../Output.js"
 import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
-import type * as Notices from "./notices.js"
+import * as Notices from "./notices.js"
 
 /** A delay in an event: whole milliseconds (a jittered backoff, a fleet's pause left, are fractional). */
 const wholeMillis = (delay: Duration.Duration): number => Math.round(Duration.toMillis(delay))
+
+const routeFailures = (error: unknown) => {
+  const failures = Notices.routeFailuresOf(error)
+  return failures.length === 0 ? {} : {
+    routeFailures: failures.map((failure) => ({
+      route: failure.route,
+      name: failure.name,
+      model: failure.model,
+      message: failure.message
+    }))
+  }
+}
 
 /**
  * The `--json` renderer of one turn.
@@ -24,7 +37,8 @@ const wholeMillis = (delay: Duration.Duration): number => Math.round(Duration.to
 export const make = (
   output: Output.Service,
   sanitizer: Sanitize.Sanitizer,
-  notices: Notices.Notices
+  notices: Notices.Notices,
+  requestedModel?: string | undefined
 ): Render.Render => {
   // scrubbed before it is serialised: JSON escapes a `"` or `\` in the key, and the escaped form would not match
   const event = (value: Record<string, unknown>) => output.stdout(JSON.stringify(sanitizer.scrubJson(value)) + "\n")
@@ -72,6 +86,18 @@ export const make = (
               discarded === undefined ? Effect.void : output.stderr(notices.retrying(discarded, maxAttempts, n))
             )
           }
+          case "RouteSwitched":
+            return Effect.zipRight(
+              event({
+                type: "route_switched",
+                attempt: n.nextAttempt,
+                from: n.from,
+                to: n.to,
+                reason: n.reason,
+                failure: n.error === undefined ? null : Notices.shortReason(n.error)
+              }),
+              output.stderr(notices.routeSwitched(n, Notices.discardedBy(discarded, n)))
+            )
           case "AttemptResumed":
             maxAttempts = n.maxAttempts
             attempt = n.attempt
@@ -143,7 +169,16 @@ export const make = (
             text: reply.text,
             finishReason: reply.finishReason,
             attempts: reply.attempts,
-            toolCalls: reply.toolCalls.length
+            toolCalls: reply.toolCalls.length,
+            // the model as the provider named it, else the one asked for (the route's, or the request's)
+            model: reply.model ?? reply.route?.model ?? requestedModel ?? null,
+            route: reply.route === undefined
+              ? null
+              : { index: reply.route.index, name: reply.route.name, model: reply.route.model },
+            usage: Option.match(reply.usage, {
+              onNone: () => null,
+              onSome: (usage) => ({ input_tokens: usage.inputTokens, output_tokens: usage.outputTokens })
+            })
           })
         ),
         Effect.forEach(
@@ -161,7 +196,9 @@ export const make = (
           type: "error",
           class: outcome.class,
           message: notices.shown(outcome.message),
-          exitCode: outcome.exitCode
+          exitCode: outcome.exitCode,
+          // when every route of a plan failed: each route's last failure
+          ...routeFailures(error)
         }),
         output.stderr(notices.error(outcome, error, debug))
       ).pipe(Effect.as(outcome.exitCode))

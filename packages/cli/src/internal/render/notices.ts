@@ -6,7 +6,9 @@
  * @internal
  */
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
+import * as RecoveryExhausted from "@reprise/core/RecoveryExhausted"
 import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
+import type * as Routes from "@reprise/core/Routes"
 import * as TransportError from "@reprise/core/TransportError"
 import * as Duration from "effect/Duration"
 import * as ExitCode from "../../ExitCode.js"
@@ -51,6 +53,32 @@ export const shortReason = (error: unknown): string => {
 }
 
 /**
+ * Why a route was left, as its notice and its `--json` event say it: the failure's short reason (`HTTP 503`, `timed
+ * out`), `context overflow` for an overflow, `circuit open` for a route skipped without a send.
+ *
+ * @internal
+ */
+export const switchReason = (n: Notification<"RouteSwitched">): string =>
+  n.reason === "CircuitOpen"
+    ? "circuit open"
+    : n.reason === "ContextOverflow"
+    ? "context overflow"
+    : n.error === undefined
+    ? n.reason
+    : shortReason(n.error)
+
+/**
+ * Each route's last failure, when the error ended a plan whose every route failed (see `Routes`); empty otherwise.
+ *
+ * @internal
+ */
+export const routeFailuresOf = (error: unknown): ReadonlyArray<Routes.RouteFailure> =>
+  (TransportError.isTransportError(error) || ProviderRejection.isProviderRejection(error) ||
+      RecoveryExhausted.isRecoveryExhausted(error))
+    ? error.routeFailures ?? []
+    : []
+
+/**
  * Seconds with one decimal: `1.0s`, `60.0s`.
  *
  * @internal
@@ -67,6 +95,15 @@ export interface Discarded {
   readonly chars: number
   readonly error: unknown
 }
+
+/**
+ * How many characters the route left by a switch had shown in its last attempt: its discard's, when that attempt is
+ * the one just before the switch's next attempt (a route skipped without a send discarded nothing).
+ *
+ * @internal
+ */
+export const discardedBy = (discarded: Discarded | undefined, n: Notification<"RouteSwitched">): number =>
+  discarded !== undefined && n.reason !== "CircuitOpen" && discarded.attempt === n.nextAttempt - 1 ? discarded.chars : 0
 
 /**
  * The notices of one turn, with the turn's sanitizer.
@@ -92,6 +129,12 @@ export interface Notices {
   readonly resumed: (resumed: Notification<"AttemptResumed">) => string
   /** `reprise: cancelled background response resp_…` (or `could not cancel …: <reason>`) */
   readonly cancelled: (cancelled: Notification<"ResponseCancelled">) => string
+  /**
+   * `reprise: route 1 (openai-chat gpt-4.1) failed (HTTP 503); switching to route 2 (anthropic claude-sonnet-4)`, with
+   * `; discarded N chars` before the switch when the route's attempt had shown some; or, for a route skipped without
+   * a send, `reprise: route 2 (…) skipped: circuit open; switching to route 3 (…)`.
+   */
+  readonly routeSwitched: (switched: Notification<"RouteSwitched">, discardedChars: number) => string
   /** A wait for the fleet's pause, its store going, its store coming back. */
   readonly fleet: (notification: Notification<"FleetPaused" | "FleetUnavailable" | "FleetRestored">) => string
   /** The line of a backoff's countdown, without its line end: `reprise: retrying in 12s…` */
@@ -102,7 +145,10 @@ export interface Notices {
   readonly incomplete: (providerFinishReason: string) => string
   /** A tool call of a committed reply, about to run. */
   readonly toolCall: (name: string, args: unknown) => string
-  /** The error that ended a turn (`outcome` is its classification), with its stack under `--debug`. */
+  /**
+   * The error that ended a turn (`outcome` is its classification), with its stack under `--debug`; when every route of
+   * a plan failed, a line per route after it: `reprise:   route 1 (openai-chat gpt-4.1): <its last failure>`.
+   */
   readonly error: (outcome: ExitCode.Outcome, error: unknown, debug: boolean) => string
 }
 
@@ -136,6 +182,15 @@ export const make = (sanitizer: Sanitize.Sanitizer): Notices => {
       n.error === undefined
         ? `reprise: cancelled background response ${shown(n.responseId)}\n`
         : `reprise: could not cancel background response ${shown(n.responseId)}: ${shown(shortReason(n.error))}\n`,
+    routeSwitched: (n, discardedChars) => {
+      const route = (ref: Notification<"RouteSwitched">["from"]) => `route ${ref.index} (${shown(ref.name)})`
+      const left = n.reason === "CircuitOpen"
+        ? `${route(n.from)} skipped: circuit open`
+        : `${route(n.from)} failed (${shown(switchReason(n))})${
+          discardedChars > 0 ? `; discarded ${discardedChars} chars` : ""
+        }`
+      return `reprise: ${left}; switching to ${route(n.to)}\n`
+    },
     fleet: (n) => {
       switch (n._tag) {
         case "FleetPaused":
@@ -164,7 +219,12 @@ export const make = (sanitizer: Sanitize.Sanitizer): Notices => {
     // a stack holds the server's message too: escape each of its lines, keep the line breaks
     error: (outcome, error, debug) => {
       const stack = debug && error instanceof Error && error.stack !== undefined ? `\n${error.stack}` : ""
-      return `reprise: error [${outcome.class}]: ${shown(outcome.message)}${stack.split("\n").map(shown).join("\n")}\n`
+      const routes = routeFailuresOf(error).map((failure) =>
+        `reprise:   route ${failure.route} (${shown(failure.name)}): ${shown(failure.message)}\n`
+      )
+      return `reprise: error [${outcome.class}]: ${shown(outcome.message)}${stack.split("\n").map(shown).join("\n")}\n${
+        routes.join("")
+      }`
     }
   }
 }

@@ -9,7 +9,7 @@ import * as ExitCode from "../../ExitCode.js"
 import type * as Output from "../../Output.js"
 import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
-import type * as Notices from "./notices.js"
+import * as Notices from "./notices.js"
 
 /**
  * The plain renderer of one turn.
@@ -36,6 +36,8 @@ export const make = (
           case "RetryScheduled":
             if (n.resume !== undefined) return output.stderr(notices.resuming(maxAttempts, n, n.resume))
             return discarded === undefined ? Effect.void : output.stderr(notices.retrying(discarded, maxAttempts, n))
+          case "RouteSwitched":
+            return output.stderr(notices.routeSwitched(n, Notices.discardedBy(discarded, n)))
           case "AttemptResumed":
             maxAttempts = n.maxAttempts
             return output.stderr(notices.resumed(n))

@@ -19,7 +19,7 @@ import * as ExitCode from "../../ExitCode.js"
 import type * as Output from "../../Output.js"
 import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
-import type * as Notices from "./notices.js"
+import * as Notices from "./notices.js"
 import * as Rows from "./rows.js"
 
 /**
@@ -161,6 +161,12 @@ export const make = (
       }
       case "AttemptResumed":
         return resumed(n)
+      // the next attempt goes to another route, at once: the discarded preview is erased as before a replay
+      case "RouteSwitched":
+        return Effect.zipRight(
+          Effect.zipRight(stopCountdown, eraseDiscarded),
+          output.stderr(notices.routeSwitched(n, Notices.discardedBy(discarded, n)))
+        )
       case "ResponseCancelled":
         // After a failure that is not replayed, or on Ctrl-C: what the preview showed stays, and the notice goes on a
         // line of its own (a discarded preview is only erased before a replay, which has been scheduled already).
