@@ -20,9 +20,11 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as EffectExit from "effect/Exit"
 import { identity } from "effect/Function"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as CommandLine from "./CommandLine.js"
 import * as ExitCode from "./ExitCode.js"
+import * as Fallback from "./Fallback.js"
 import * as Output from "./Output.js"
 import * as Sanitize from "./Sanitize.js"
 import * as Settings from "./Settings.js"
@@ -59,10 +61,18 @@ const standardKeyVariables: ReadonlyArray<string> = ["OPENAI_API_KEY", "ANTHROPI
  * `--api-key-env` names. The exporters' scope is the command's: it closes, flushing the export, when the command ends
  * however it ends (its outcome, a failure, Ctrl-C), before the exit code is reported.
  */
-const exported = <A, E, R>(self: Effect.Effect<A, E, R>, apiKeyEnv: Option.Option<string> = Option.none()) =>
+const exported = <A, E, R>(
+  self: Effect.Effect<A, E, R>,
+  apiKeyEnv: Option.Option<string> = Option.none(),
+  fallbacks: ReadonlyArray<string> = []
+) =>
   Effect.provide(
     self,
-    Telemetry.layer({ serviceVersion: version, keyVariables: [...standardKeyVariables, ...Option.toArray(apiKeyEnv)] })
+    Layer.unwrapEffect(Effect.map(Fallback.keyVariables(fallbacks), (routeKeys) =>
+      Telemetry.layer({
+        serviceVersion: version,
+        keyVariables: [...standardKeyVariables, ...Option.toArray(apiKeyEnv), ...routeKeys]
+      })))
   )
 
 const chat = Command.make(
@@ -71,7 +81,8 @@ const chat = Command.make(
   ({ prompt, ...parsed }) =>
     exported(
       Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.chat(parsed, prompt)),
-      parsed.apiKeyEnv
+      parsed.apiKeyEnv,
+      parsed.fallback
     )
 ).pipe(Command.withDescription("one turn (with its tool loop), headless"))
 
@@ -79,7 +90,11 @@ const repl = Command.make(
   "repl",
   Settings.options,
   (parsed) =>
-    exported(Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed)), parsed.apiKeyEnv)
+    exported(
+      Effect.flatMap(Effect.promise(() => import("./Run.js")), (Run) => Run.repl(parsed)),
+      parsed.apiKeyEnv,
+      parsed.fallback
+    )
 ).pipe(Command.withDescription("interactive: one prompt per line on stdin"))
 
 const simulate = Command.make(
@@ -211,15 +226,28 @@ export interface Program {
  */
 export type RunRequirements = Effect.Effect.Context<ReturnType<typeof run>> | Output.Output
 
-/** The variables a key may be read from: both protocols' and the one `--api-key-env` names (its last value). */
-const keyVariables = (argv: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const names = [...standardKeyVariables]
+/** A flag's values in `argv`: `--name value` and `--name=value`, in order. */
+const valuesOf = (argv: ReadonlyArray<string>, name: string): ReadonlyArray<string> => {
+  const values: Array<string> = []
   argv.forEach((arg, i) => {
-    if (arg === "--api-key-env" && i + 1 < argv.length) names.push(argv[i + 1])
-    else if (arg.startsWith("--api-key-env=")) names.push(arg.slice("--api-key-env=".length))
+    if (arg === name && i + 1 < argv.length) values.push(argv[i + 1]!)
+    else if (arg.startsWith(`${name}=`)) values.push(arg.slice(name.length + 1))
   })
-  return names.filter((name) => /^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+  return values
 }
+
+/**
+ * The variables a key may be read from: both protocols', the one `--api-key-env` names (its last value), and each
+ * fallback route's (`key-env=VAR` of `--fallback` or `REPRISE_FALLBACKS`).
+ */
+const keyVariables = (argv: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.map(
+    Fallback.keyVariables(valuesOf(argv, "--fallback")),
+    (routeKeys) =>
+      [...standardKeyVariables, ...valuesOf(argv, "--api-key-env"), ...routeKeys].filter((name) =>
+        /^[A-Za-z_][A-Za-z0-9_]*$/.test(name)
+      )
+  )
 
 /**
  * See {@link Program}.
@@ -231,13 +259,14 @@ export const program = (argv: ReadonlyArray<string>): Program => {
   let decided: number | undefined
   let scrub: (text: string) => string = identity
   const json = argv.includes("--json")
-  const keys = Effect.forEach(
-    keyVariables(argv),
-    (name) => Effect.orElseSucceed(Config.option(Config.redacted(name)), () => Option.none())
-  ).pipe(Effect.map((found) => {
-    const sanitizers = found.flatMap((key) => Option.isSome(key) ? [Sanitize.make(key.value).scrub] : [])
-    return (text: string) => sanitizers.reduce((acc, clean) => clean(acc), text)
-  }))
+  const keys = Effect.flatMap(keyVariables(argv), (names) =>
+    Effect.forEach(
+      names,
+      (name) => Effect.orElseSucceed(Config.option(Config.redacted(name)), () => Option.none())
+    )).pipe(Effect.map((found) => {
+      const sanitizers = found.flatMap((key) => Option.isSome(key) ? [Sanitize.make(key.value).scrub] : [])
+      return (text: string) => sanitizers.reduce((acc, clean) => clean(acc), text)
+    }))
   return {
     main: Effect.uninterruptible(Effect.gen(function*() {
       scrub = yield* keys

@@ -4,7 +4,8 @@
  * subcommand's own @effect/cli usage, so nothing here repeats the option list.
  *
  * - A single-value option given more than once takes its last value, as git and curl do: a wrapper script can set
- *   a default and let the user's own flag override it. (@effect/cli rejects the second occurrence.)
+ *   a default and let the user's own flag override it. (@effect/cli rejects the second occurrence.) A repeatable
+ *   option (`Options.repeated`, such as `--fallback`) keeps every value, in order.
  * - A flag given more than once is the flag once.
  * - `--name=value` is the same as `--name value`.
  * - An option the subcommand does not have is a usage error that names it, with the nearest real option as a
@@ -47,26 +48,42 @@ export const optionsOf = (usage: Usage.Usage): ReadonlyMap<string, boolean> => {
   return names
 }
 
-/** Calls `f` with every option name in a usage and the values it accepts (@effect/cli's placeholder or choices). */
-const named = (usage: Usage.Usage, f: (name: string, accepted: Option.Option<string>) => void): void => {
-  const walk = (u: Usage.Usage): void => {
+/**
+ * Calls `f` with every option name in a usage, the values it accepts (@effect/cli's placeholder or choices) and
+ * whether it may be repeated.
+ */
+const named = (
+  usage: Usage.Usage,
+  f: (name: string, accepted: Option.Option<string>, repeated: boolean) => void
+): void => {
+  const walk = (u: Usage.Usage, repeated: boolean): void => {
     switch (u._tag) {
       case "Named":
-        for (const name of u.names) if (name.startsWith("-")) f(name, u.acceptedValues)
+        for (const name of u.names) if (name.startsWith("-")) f(name, u.acceptedValues, repeated)
         return
       case "Optional":
+        return walk(u.usage, repeated)
       case "Repeated":
-        return walk(u.usage)
+        return walk(u.usage, true)
       case "Alternation":
       case "Concat":
-        walk(u.left)
-        return walk(u.right)
+        walk(u.left, repeated)
+        return walk(u.right, repeated)
       case "Empty":
       case "Mixed":
         return
     }
   }
-  walk(usage)
+  walk(usage, false)
+}
+
+/** The options of a usage that may be given more than once, each value kept. */
+const repeatedOf = (usage: Usage.Usage): ReadonlySet<string> => {
+  const repeated = new Set<string>()
+  named(usage, (name, _, isRepeated) => {
+    if (isRepeated) repeated.add(name)
+  })
+  return repeated
 }
 
 /** The notation of each kind of number @effect/cli names in a usage (`Options.integer`, `Options.float`). */
@@ -111,7 +128,14 @@ export const normalize = (
   if (subcommand === undefined || usage === undefined) return Effect.succeed(args)
   const known = optionsOf(usage)
   const numbers = numbersOf(usage)
+  const repeatable = repeatedOf(usage)
   const values = new Map<string, string>()
+  // the values of a repeatable option, in order
+  const all = new Map<string, Array<string>>()
+  const keep = (name: string, value: string) => {
+    values.set(name, value)
+    if (repeatable.has(name)) all.set(name, [...(all.get(name) ?? []), value])
+  }
   const flags = new Set<string>()
   const order: Array<string> = []
   const positional: Array<string> = []
@@ -145,9 +169,9 @@ export const normalize = (
       }
       flags.add(name)
     } else if (eq > 0) {
-      values.set(name, arg.slice(eq + 1))
+      keep(name, arg.slice(eq + 1))
     } else if (i + 1 < args.length) {
-      values.set(name, args[i + 1])
+      keep(name, args[i + 1]!)
       i++
     } else {
       return Effect.fail(new UsageError({ detail: `option '${name}' needs a value` }))
@@ -159,7 +183,13 @@ export const normalize = (
       return Effect.fail(new UsageError({ detail: `${name} takes ${notation.what}, got '${value}'` }))
     }
   }
-  const options = order.flatMap((name) => flags.has(name) ? [name] : [name, values.get(name)!])
+  const options = order.flatMap((name) =>
+    flags.has(name)
+      ? [name]
+      : repeatable.has(name)
+      ? all.get(name)!.flatMap((value) => [name, value])
+      : [name, values.get(name)!]
+  )
   // The positionals go after a `--`: @effect/cli would otherwise read a word such as `no` or `true` right after a
   // flag as that flag's value.
   const rest = positional.length === 0 || positional[0] === "--" ? positional : ["--", ...positional]

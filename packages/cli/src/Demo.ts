@@ -14,6 +14,7 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Path from "@effect/platform/Path"
 import * as Budget from "@reprise/core/Budget"
+import * as Circuit from "@reprise/core/Circuit"
 import type * as Message from "@reprise/core/Message"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Simulator from "@reprise/simulator/Simulator"
@@ -160,6 +161,11 @@ export const run = Effect.scoped(Effect.gen(function*() {
       backoffMax: Duration.seconds(5),
       idleTimeout: Duration.seconds(10),
       firstByteTimeout: Duration.seconds(10),
+      firstTokenTimeout: Option.none(),
+      fallbacks: [],
+      routeAttempts: Option.none(),
+      contextWindow: Option.none(),
+      circuit: Circuit.defaultSettings,
       maxReplyBytes: ProviderOptions.defaultMaxReplyBytes,
       waitSession: false,
       recovery: true,

@@ -68,16 +68,21 @@ const identity: Sanitizer = {
 export const none: Sanitizer = identity
 
 /**
- * The sanitizer for `apiKey`. Like the providers, it leaves keys shorter than 4 characters alone: replacing one
- * letter everywhere would only garble the output.
+ * The sanitizer for `apiKey`, or for every key of a list (the keys of a plan's routes). Like the providers, it leaves
+ * keys shorter than 4 characters alone: replacing one letter everywhere would only garble the output.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (apiKey: Redacted.Redacted<string>): Sanitizer => {
-  const key = Redacted.value(apiKey)
-  if (key.length < 4) return identity
-  const scrub = (text: string) => (text.includes(key) ? text.split(key).join(marker) : text)
+export const make = (apiKey: Redacted.Redacted<string> | ReadonlyArray<Redacted.Redacted<string>>): Sanitizer => {
+  // the longest first, so that a key that holds another is replaced whole
+  const keys = [...new Set((Redacted.isRedacted(apiKey) ? [apiKey] : apiKey).map((key) => Redacted.value(key)))]
+    .filter((key) => key.length >= 4)
+    .sort((a, b) => b.length - a.length)
+  if (keys.length === 0) return identity
+  const longest = keys[0]!.length
+  const scrub = (text: string) =>
+    keys.reduce((acc, key) => (acc.includes(key) ? acc.split(key).join(marker) : acc), text)
   const scrubJson = (value: unknown): unknown => {
     if (typeof value === "string") return scrub(value)
     if (Array.isArray(value)) return value.map(scrubJson)
@@ -111,11 +116,14 @@ export const make = (apiKey: Redacted.Redacted<string>): Sanitizer => {
     return {
       push: (text) => {
         held += text
-        // Everything but the last key.length − 1 characters may go, unless a whole key straddles that point.
-        let cut = held.length - (key.length - 1)
+        // Everything but the last (longest key's length − 1) characters may go, unless a whole key straddles that
+        // point.
+        let cut = held.length - (longest - 1)
         if (cut <= 0) return ""
-        for (let at = held.indexOf(key); at !== -1 && at < cut; at = held.indexOf(key, at + key.length)) {
-          if (at + key.length > cut) cut = at + key.length
+        for (const key of keys) {
+          for (let at = held.indexOf(key); at !== -1 && at < cut; at = held.indexOf(key, at + key.length)) {
+            if (at + key.length > cut) cut = at + key.length
+          }
         }
         const out = held.slice(0, cut)
         held = held.slice(cut)

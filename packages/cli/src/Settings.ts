@@ -36,6 +36,7 @@
  */
 import * as Options from "@effect/cli/Options"
 import * as Budget from "@reprise/core/Budget"
+import * as Circuit from "@reprise/core/Circuit"
 import * as Policy from "@reprise/core/Policy"
 import * as FleetAddress from "@reprise/fleet/FleetAddress"
 import * as FleetOptions from "@reprise/fleet/FleetOptions"
@@ -50,6 +51,9 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { UsageError } from "./ExitCode.js"
+import * as Fallback from "./Fallback.js"
+import * as ApiKey from "./internal/apiKey.js"
+import * as FirstToken from "./internal/firstToken.js"
 
 /**
  * Everything a turn needs, validated.
@@ -68,6 +72,19 @@ export interface Settings {
   readonly backoffMax: Duration.Duration
   readonly idleTimeout: Duration.Duration
   readonly firstByteTimeout: Duration.Duration
+  /** Time from the send to the first event of content, on every route (`--first-token-timeout`); none by default. */
+  readonly firstTokenTimeout: Option.Option<Duration.Duration>
+  /**
+   * The routes after the primary (`--fallback`, `REPRISE_FALLBACKS`), in order; empty: no plan of routes, the single
+   * provider of `protocol`, `baseUrl` and `model`.
+   */
+  readonly fallbacks: ReadonlyArray<Fallback.Fallback>
+  /** The primary route's sends before a transient failure leaves it (`--route-attempts`); a plan's only. */
+  readonly routeAttempts: Option.Option<number>
+  /** The context window the primary route declares, in tokens (`--context-window`); a plan's only. */
+  readonly contextWindow: Option.Option<number>
+  /** The settings of the routes' circuits (`--circuit-threshold`, `--circuit-cooldown`); a plan's only. */
+  readonly circuit: Circuit.Settings
   /** The largest response body one attempt may read (`--max-reply-bytes`). */
   readonly maxReplyBytes: number
   readonly recovery: boolean
@@ -173,6 +190,31 @@ const owned = {
     ProviderOptions.firstByteTimeoutConfig,
     millis
   ),
+  firstTokenTimeout: setting(
+    "first-token-timeout",
+    FirstToken.variable,
+    FirstToken.config,
+    Option.match({ onNone: () => "none", onSome: millis })
+  ),
+  routeAttempts: setting(
+    "route-attempts",
+    Fallback.routeAttemptsVariable,
+    Fallback.routeAttemptsConfig,
+    Option.match({ onNone: () => "none", onSome: String })
+  ),
+  contextWindow: setting(
+    "context-window",
+    Fallback.contextWindowVariable,
+    Fallback.contextWindowConfig,
+    Option.match({ onNone: () => "none", onSome: String })
+  ),
+  circuitThreshold: setting(
+    "circuit-threshold",
+    Circuit.failureThresholdVariable,
+    Circuit.failureThresholdConfig,
+    String
+  ),
+  circuitCooldown: setting("circuit-cooldown", Circuit.coolDownVariable, Circuit.coolDownConfig, millis),
   maxReplyBytes: setting(
     "max-reply-bytes",
     ProviderOptions.maxReplyBytesVariable,
@@ -248,6 +290,45 @@ export const options = {
     (env) => `ms without stream progress before a retryable timeout (${env})`
   ),
   firstByteTimeout: flag(owned.firstByteTimeout, Options.integer, (env) => `ms to wait for response headers (${env})`),
+  firstTokenTimeout: flag(
+    owned.firstTokenTimeout,
+    Options.integer,
+    (env) => `ms from the send to the first token before a retryable timeout, on every route (${env}; default none)`
+  ),
+  fallback: Options.text("fallback").pipe(
+    Options.repeated,
+    Options.withDescription(
+      `a route to fall back to, after the primary (--provider, --model): ${Fallback.form}, options attempts=N, ` +
+        `context=TOKENS, key-env=VAR; repeat for routes 3, 4, … (env ${Fallback.variable}: specs separated by spaces ` +
+        `or ;)`
+    )
+  ),
+  routeAttempts: flag(
+    owned.routeAttempts,
+    Options.integer,
+    (env) =>
+      // `Routes.defaultAttempts`, written out: `Routes` (and the `Provider` it imports) is not loaded for --help
+      `with --fallback: sends on the primary route before a transient failure leaves it (${env}; default 2)`
+  ),
+  contextWindow: flag(
+    owned.contextWindow,
+    Options.integer,
+    (env) => `with --fallback: the primary route's context window in tokens; an overflow moves to a larger one (${env})`
+  ),
+  circuitThreshold: flag(
+    owned.circuitThreshold,
+    Options.integer,
+    (env) =>
+      `with --fallback: consecutive transient failures that open a route's circuit (${env}; default ` +
+      `${Circuit.defaultSettings.failureThreshold})`
+  ),
+  circuitCooldown: flag(
+    owned.circuitCooldown,
+    Options.integer,
+    (env) =>
+      `with --fallback: ms an open circuit skips its route before one probe (${env}; default ` +
+      `${Duration.toMillis(Circuit.defaultSettings.coolDown)})`
+  ),
   maxReplyBytes: flag(
     owned.maxReplyBytes,
     Options.integer,
@@ -304,11 +385,6 @@ export type Parsed = {
 }
 
 const fail = (detail: string) => Effect.fail(new UsageError({ detail }))
-
-const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-/** Visible ASCII only: what an API key is made of, and what a header value can carry unchanged. */
-const headerSafe = /^[\x21-\x7e]+$/
 
 /** `read` with a `ConfigProvider` of the flags the user gave (`given`, by variable) in front of the environment's. */
 const overFlags = <A, E, R>(
@@ -370,6 +446,10 @@ const ownedConfig = Config.all({
   policy: Policy.config,
   firstByteTimeout: ProviderOptions.firstByteTimeoutConfig,
   idleTimeout: ProviderOptions.idleTimeoutConfig,
+  firstTokenTimeout: FirstToken.config,
+  routeAttempts: Fallback.routeAttemptsConfig,
+  contextWindow: Fallback.contextWindowConfig,
+  circuit: Circuit.config,
   maxReplyBytes: ProviderOptions.maxReplyBytesConfig,
   background: backgroundConfig
 })
@@ -493,26 +573,15 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       return yield* fail(`the base URL ${baseUrlProblem}, got ${JSON.stringify(baseUrl)}`)
     }
     const keyVariable = Option.getOrElse(parsed.apiKeyEnv, () => ProviderOptions.apiKeyVariable(protocol))
-    if (!envName.test(keyVariable)) return yield* fail(`--api-key-env must name an environment variable`)
-    const apiKey = yield* Config.redacted(keyVariable).pipe(
-      Effect.mapError(() =>
-        new UsageError({
-          detail: `missing API key: set ${keyVariable}${
-            Option.isNone(parsed.apiKeyEnv) ? " (or name another variable with --api-key-env)" : ""
-          }`
-        })
-      )
-    )
-    if (Redacted.value(apiKey).trim() === "") return yield* fail(`missing API key: ${keyVariable} is empty`)
-    // A key is sent in an HTTP header: a character that cannot go there (a trailing \r from a CRLF .env file, a
-    // newline, a non-ASCII letter) would fail every send as a "connection reset". Name the variable, never the key.
-    if (!headerSafe.test(Redacted.value(apiKey))) {
-      return yield* fail(
-        `${keyVariable} holds a character that cannot be sent in an HTTP header (a control character such as a ` +
-          `trailing \\r from a CRLF .env file, a space, or a non-ASCII character)`
-      )
-    }
+    if (!ApiKey.variableName.test(keyVariable)) return yield* fail(`--api-key-env must name an environment variable`)
+    const apiKey = yield* ApiKey.read(
+      keyVariable,
+      Option.isNone(parsed.apiKeyEnv) ? " (or name another variable with --api-key-env)" : ""
+    ).pipe(Effect.mapError((detail) => new UsageError({ detail })))
     const fleet = yield* resolveFleet(parsed, baseUrl, apiKey)
+    const fallbacks = yield* Fallback.resolve(parsed.fallback).pipe(
+      Effect.mapError((detail) => new UsageError({ detail }))
+    )
     const tools = Option.match(parsed.tools, {
       onNone: () => [],
       onSome: (list) => list.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
@@ -528,6 +597,11 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       backoffMax: values.policy.backoffMax,
       idleTimeout: values.idleTimeout,
       firstByteTimeout: values.firstByteTimeout,
+      firstTokenTimeout: values.firstTokenTimeout,
+      fallbacks,
+      routeAttempts: values.routeAttempts,
+      contextWindow: values.contextWindow,
+      circuit: values.circuit,
       maxReplyBytes: values.maxReplyBytes,
       recovery: !parsed.noRecovery,
       json: parsed.json,

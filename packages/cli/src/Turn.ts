@@ -8,18 +8,24 @@
  *
  * @since 0.1.0
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpClient from "@effect/platform/HttpClient"
 import * as Budget from "@reprise/core/Budget"
 import * as Chat from "@reprise/core/Chat"
+import * as Circuit from "@reprise/core/Circuit"
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
+import * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
+import * as Routes from "@reprise/core/Routes"
 import type * as Tool from "@reprise/core/Tool"
 import * as Transcript from "@reprise/core/Transcript"
 import type * as FleetOptions from "@reprise/fleet/FleetOptions"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
+import type * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -27,6 +33,8 @@ import * as Exit from "effect/Exit"
 import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
+import * as FirstToken from "./internal/firstToken.js"
 import * as Output from "./Output.js"
 import * as Render from "./Render.js"
 import * as Sanitize from "./Sanitize.js"
@@ -41,7 +49,8 @@ const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
 
 /**
  * The provider layer for the settings' protocol over the undici client, with the budget and wait settings, and the
- * fleet's shared limits when `--fleet` names one (its module, and the Redis client, load only then).
+ * fleet's shared limits when `--fleet` names one (its module, and the Redis client, load only then). With fallback
+ * routes (`--fallback`), a plan of routes instead ({@link routesLayer}) and the routes' circuits.
  *
  * This is the README's composition ("Composing the layers") with the values already read: `Settings.resolve` read
  * the attempts, the deadline, the backoff, the timeouts and the reply bound with the very Configs that
@@ -51,22 +60,101 @@ const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
  * (`Budget.layer`, `Policy.layer`, `RedisFleet.layer`), which is also how `reprise demo` gives its own; no variable,
  * default or range is declared in the CLI.
  *
+ * The circuits of a plan are the process's own, in memory (`Circuit.layerMemory` with `--circuit-threshold` and
+ * `--circuit-cooldown`), built under the fleet's layer and overridden by it: a fleet that provides a `Circuit` shared
+ * over Redis wins, and reads these settings as `CircuitSettings`.
+ *
  * @since 0.1.0
  * @category layers
  */
 export const providerLayer = (settings: Settings.Settings) =>
   Layer.mergeAll(
-    HttpProvider.layerUndici(settings.protocol, {
-      apiKey: settings.apiKey,
-      baseUrl: settings.baseUrl,
-      firstByteTimeout: settings.firstByteTimeout,
-      idleTimeout: settings.idleTimeout,
-      maxReplyBytes: settings.maxReplyBytes
-    }),
+    settings.fallbacks.length === 0 ? singleLayer(settings) : routesLayer(settings),
     Budget.layer({ maxAttempts: settings.maxAttempts, deadline: settings.deadline }),
     Policy.layer({ backoffBase: settings.backoffBase, backoffMax: settings.backoffMax }),
-    fleetLayer(settings.fleet)
+    settings.fallbacks.length === 0
+      ? fleetLayer(settings.fleet)
+      : Layer.provideMerge(fleetLayer(settings.fleet), Circuit.layerMemory(settings.circuit))
   )
+
+/** One route's endpoint, key and model, and its limit and window in a plan. */
+interface Route {
+  readonly protocol: ProviderOptions.Protocol
+  readonly baseUrl: string
+  readonly apiKey: Redacted.Redacted<string>
+  readonly model: string
+  readonly attempts?: number | undefined
+  readonly contextWindow?: number | undefined
+}
+
+const optionsOf = (settings: Settings.Settings, route: Route): HttpProvider.Options => ({
+  apiKey: route.apiKey,
+  baseUrl: route.baseUrl,
+  firstByteTimeout: settings.firstByteTimeout,
+  idleTimeout: settings.idleTimeout,
+  maxReplyBytes: settings.maxReplyBytes
+})
+
+/**
+ * The provider of a route, with what the providers do not do themselves yet: its `endpoint` (the base URL, so that
+ * routes to one server share a circuit) and the first-token timeout (`internal/firstToken.ts`).
+ */
+const completed = (settings: Settings.Settings, route: Route) => (provider: Provider.Service): Provider.Service => {
+  const named = provider.endpoint === undefined ? { ...provider, endpoint: route.baseUrl } : provider
+  return Option.match(settings.firstTokenTimeout, {
+    onNone: () => named,
+    onSome: (timeout) => FirstToken.withTimeout(named, timeout)
+  })
+}
+
+// The client `HttpProvider.layerUndici` builds: one undici `Agent`, closed with the layer, shared by every route.
+const undici: Layer.Layer<HttpClient.HttpClient> = Layer.scoped(
+  HttpClient.HttpClient,
+  Effect.map(NodeHttpClient.makeDispatcher, NodeHttpClient.makeUndici)
+)
+
+const primaryOf = (settings: Settings.Settings): Route => ({
+  protocol: settings.protocol,
+  baseUrl: settings.baseUrl,
+  apiKey: settings.apiKey,
+  model: settings.model,
+  attempts: Option.getOrUndefined(settings.routeAttempts),
+  contextWindow: Option.getOrUndefined(settings.contextWindow)
+})
+
+/** No plan: the one provider of the settings, as without routes. */
+const singleLayer = (settings: Settings.Settings): Layer.Layer<Provider.Provider> => {
+  const primary = primaryOf(settings)
+  return Option.isNone(settings.firstTokenTimeout)
+    ? HttpProvider.layerUndici(settings.protocol, optionsOf(settings, primary))
+    : Layer.effect(
+      Provider.Provider,
+      Effect.map(HttpProvider.make(settings.protocol, optionsOf(settings, primary)), completed(settings, primary))
+    ).pipe(Layer.provide(undici))
+}
+
+/**
+ * The plan of routes of the settings: the primary (`--provider`, `--model`, `--base-url`, the key, `--route-attempts`,
+ * `--context-window`), then each fallback in order; one HTTP provider per route, over one undici client, each with
+ * the same timeouts and reply bound. Provides `Routes` and the primary's provider as `Provider`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const routesLayer = (settings: Settings.Settings): Layer.Layer<Routes.Routes | Provider.Provider> =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const [primary, ...rest]: ReadonlyArray<Route> = [primaryOf(settings), ...settings.fallbacks]
+    const route = (route: Route) =>
+      Effect.map(HttpProvider.make(route.protocol, optionsOf(settings, route)), (provider): Routes.Route => ({
+        provider: completed(settings, route)(provider),
+        model: route.model,
+        attempts: route.attempts,
+        contextWindow: route.contextWindow
+      }))
+    const first = yield* route(primary!)
+    const others = yield* Effect.forEach(rest, route)
+    return Routes.layer(Routes.make(first, ...others))
+  })).pipe(Layer.provide(undici))
 
 /**
  * What {@link run} returns.
@@ -106,7 +194,8 @@ export const run = (
 ) =>
   Effect.gen(function*() {
     const output = yield* Output.Output
-    const sanitizer = Sanitize.make(settings.apiKey)
+    // every route's key: a fallback's key is as secret as the primary's
+    const sanitizer = Sanitize.make([settings.apiKey, ...settings.fallbacks.map((fallback) => fallback.apiKey)])
     const render = yield* Render.make(Render.mode(settings.json, output.isTTY), sanitizer, settings.model)
     // What the session holds of this turn: Chat.turn returns it only when the turn ends well
     const committed: Array<Message.Message> = []

@@ -1,6 +1,7 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as CommandLine from "../src/CommandLine.js"
@@ -9,6 +10,7 @@ const chat = Command.make("chat", {
   model: Options.text("model").pipe(Options.optional),
   attempts: Options.integer("max-attempts").pipe(Options.withDefault(11)),
   json: Options.boolean("json"),
+  fallback: Options.text("fallback").pipe(Options.repeated),
   prompt: Args.text({ name: "prompt" })
 })
 const usages = new Map([["chat", Command.getUsage(chat)]])
@@ -54,4 +56,22 @@ describe("CommandLine", () => {
       assert.strictEqual(yield* problem("chat", "--json=no", "hi"), "option '--json' takes no value, got '--json=no'")
       assert.strictEqual(yield* problem("chat", "hi", "--model"), "option '--model' needs a value")
     }))
+
+  it.effect("a repeatable option keeps every value, in order, with the other rules", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(
+        yield* normalize("chat", "--fallback", "a:1", "--model", "x", "--fallback=b:2", "hi", "--fallback", "c:3"),
+        ["chat", "--fallback", "a:1", "--fallback", "b:2", "--fallback", "c:3", "--model", "x", "--", "hi"]
+      )
+      assert.strictEqual(yield* problem("chat", "hi", "--fallback"), "option '--fallback' needs a value")
+      // and @effect/cli reads them so
+      const parsed = yield* Effect.flip(
+        Command.run(
+          Command.make("chat", { fallback: Options.text("fallback").pipe(Options.repeated) }, ({ fallback }) =>
+            Effect.fail(fallback)),
+          { name: "t", version: "0" }
+        )(["node", "t", ...(yield* normalize("chat", "--fallback", "a:1", "--fallback", "b:2")).slice(1)])
+      )
+      assert.deepStrictEqual(parsed, ["a:1", "b:2"])
+    }).pipe(Effect.provide(NodeContext.layer)))
 })

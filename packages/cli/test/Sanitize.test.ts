@@ -57,4 +57,16 @@ describe("Sanitize", () => {
   it("a key shorter than 4 characters is left alone", () => {
     assert.strictEqual(Sanitize.make(Redacted.make("abc")).scrub("abcabc"), "abcabc")
   })
+
+  it("several keys (a plan's routes): each is scrubbed, in a preview split anywhere too", () => {
+    const other = "sk-ant-" + "Zyx987wvu-".repeat(6)
+    const both = Sanitize.make([Redacted.make(KEY), Redacted.make(other), Redacted.make("abc")])
+    const text = `one ${other} two ${KEY} three abc`
+    assert.strictEqual(both.scrub(text), `one ${Sanitize.marker} two ${Sanitize.marker} three abc`)
+    for (let a = 1; a < text.length; a += 5) {
+      const stream = both.stream()
+      const out = stream.push(text.slice(0, a)) + stream.push(text.slice(a)) + stream.flush()
+      assert.strictEqual(out, both.scrub(text), `split at ${a}`)
+    }
+  })
 })
