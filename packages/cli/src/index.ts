@@ -24,6 +24,13 @@ export * as Render from "./Render.js"
 export * as Settings from "./Settings.js"
 
 /**
+ * The fallback routes of `--fallback` and `REPRISE_FALLBACKS`: their specs, endpoints and keys.
+ *
+ * @since 0.1.0
+ */
+export * as Fallback from "./Fallback.js"
+
+/**
  * @since 0.1.0
  */
 export * as Turn from "./Turn.js"
