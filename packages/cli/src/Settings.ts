@@ -32,6 +32,13 @@
  * (or `GenerationRequest.background`) in code; only the CLI reads it from the environment, so its `Config` is
  * declared here, and read the same way as the others.
  *
+ * The settings of fallback routes are read the same way: the circuits' with `Circuit`'s Configs
+ * (`--circuit-threshold`, `--circuit-cooldown` in front of `REPRISE_CIRCUIT_THRESHOLD`, `REPRISE_CIRCUIT_COOLDOWN`),
+ * the primary route's limit and window with the CLI's own (`Fallback.routeAttemptsConfig`,
+ * `Fallback.contextWindowConfig`), and the first-token timeout with the CLI's stand-in for the providers' Config
+ * (`internal/firstToken.ts`, `REPRISE_FIRST_TOKEN_TIMEOUT`). The routes themselves are `Fallback.resolve`'s:
+ * `--fallback`, or `REPRISE_FALLBACKS` without it.
+ *
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
