@@ -304,6 +304,8 @@ export const options = {
   ),
   fallback: Options.text("fallback").pipe(
     Options.repeated,
+    // shown as optional in the usage line
+    Options.withDefault<ReadonlyArray<string>>([]),
     Options.withDescription(
       `a route to fall back to, after the primary (--provider, --model): ${Fallback.form}, options attempts=N, ` +
         `context=TOKENS, key-env=VAR; repeat for routes 3, 4, … (env ${Fallback.variable}: specs separated by spaces ` +
