@@ -24,9 +24,11 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -45,6 +47,7 @@ import type * as RecoveryErrorFamily from "./RecoveryError.js"
 import * as RecoveryNotifications from "./RecoveryNotifications.js"
 import * as Telemetry from "./RecoveryTelemetry.js"
 import type * as Resumption from "./Resumption.js"
+import * as Routes from "./Routes.js"
 
 /**
  * Everything a recovery scope may fail with: a failure that was not replayed (surfaced unchanged, with
@@ -140,8 +143,10 @@ export const runOpen = <E extends ProviderFailure.ProviderFailure | Budget.Budge
   Engine.reply(open, options, Telemetry.meters(undefined))
 
 /**
- * Runs one generation through the current {@link Provider.Provider} with recovery. The reply's span carries the
- * GenAI attributes (`gen_ai.system`, `gen_ai.request.model`, …) and its metrics are tagged with `gen_ai.system`.
+ * Runs one generation through the current {@link Provider.Provider} with recovery; with a plan of routes in the
+ * context ({@link Routes.Routes}), along the plan instead: each route asked for its own model, a route left only
+ * before commit (see {@link Routes}). The reply's span carries the GenAI attributes (`gen_ai.system`,
+ * `gen_ai.request.model`, … of the primary) and its metrics are tagged with `gen_ai.system`.
  *
  * @since 0.1.0
  * @category recovery
@@ -150,20 +155,26 @@ export const generate = <RH = never>(
   request: Generation.GenerationRequest,
   options: Options<RH> = {}
 ): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
-  Effect.flatMap(Provider.Provider, (provider) => {
+  Effect.flatMap(Effect.context<Provider.Provider>(), (context) => {
+    const plan = Context.getOption(context, Routes.Routes)
+    const provider = Option.isSome(plan) ? plan.value.routes[0].provider : Context.get(context, Provider.Provider)
+    const model = Option.isSome(plan) ? plan.value.routes[0].model : request.model
     const system = Telemetry.systemOf(provider.protocol)
     const A = Telemetry.Attribute
-    return Engine.reply(provider.open(request), {
+    const spanned: Options<RH> = {
       ...options,
       spanAttributes: {
         [A.system]: system,
         [A.operation]: "chat",
         [A.protocol]: provider.protocol,
-        [A.requestModel]: request.model,
+        [A.requestModel]: model,
         ...(request.maxTokens === undefined ? {} : { [A.requestMaxTokens]: request.maxTokens }),
         ...options.spanAttributes
       }
-    }, Telemetry.meters(system))
+    }
+    return Option.isSome(plan)
+      ? Engine.replyRouted(plan.value, request, spanned, Telemetry.meters(system))
+      : Engine.reply(provider.open(request), spanned, Telemetry.meters(system))
   })
 
 /**
