@@ -866,7 +866,9 @@ class AttemptRun<RH> {
       }
       if (resumed === undefined) {
         yield* reply.notify(
-          N.AttemptStarted(planned === undefined ? { attempt, maxAttempts } : { attempt, maxAttempts, route: planned.ref })
+          N.AttemptStarted(
+            planned === undefined ? { attempt, maxAttempts } : { attempt, maxAttempts, route: planned.ref }
+          )
         )
       } else {
         const { fromSequence, mode } = resumed.continuation
