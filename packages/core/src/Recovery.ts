@@ -16,6 +16,10 @@
  *   through {@link Resumption}: a failed attempt of such a response is continued by the next attempt, which keeps
  *   the preview and adds what follows it, instead of being replayed; a response recovery leaves behind is cancelled
  *   on the server, once, waiting at most 2 s for its answer (docs/resume.md).
+ * - With a plan of routes ({@link Routes}) in the context, {@link generate} follows it: the reply starts on the primary
+ *   and moves to the next route, only while nothing is committed, when the failure is one the next route may not share
+ *   (transient past the route's limit or with its circuit open, a timeout, a second malformed chunk, 401/403/404, a
+ *   quota refusal, an overflow for a larger window); one budget covers every route (docs/routes.md).
  * - With {@link Pacing} provided, each attempt first waits for its turn of the event loop.
  * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
  *   classified.
