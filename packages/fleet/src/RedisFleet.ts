@@ -29,8 +29,9 @@
  * `timeout` (default 200 ms), building waits at most `connectTimeout`, every such wait is interruptible (so bounded
  * in an uninterruptible region too), the client does not queue commands while disconnected, and a connection that
  * reads more than 1 MiB of one reply is dropped. On a failure the process goes on with its local Budget alone
- * (replays allowed, no pause) and its own circuits, reports it once (`FleetUnavailable`), tries Redis again every `retryInterval` (default
- * 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call succeeds again.
+ * (replays allowed, no pause) and its own circuits, reports it once (`FleetUnavailable`), tries Redis again every
+ * `retryInterval` (default 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call
+ * succeeds again.
  *
  * ```ts
  * const fleet = RedisFleet.layer({ url: "redis://127.0.0.1:6379/0", name: "batch-2026-10" })

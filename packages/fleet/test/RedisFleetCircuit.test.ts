@@ -190,7 +190,7 @@ layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(60) })
         assert.deepStrictEqual(yield* inspect((r) => r.keys(`reprise:fleet:{${name}}*`)), [])
       }))
 
-    it.scoped("two connections of one fleet share the circuit and its one probe; another fleet is another circuit", () =>
+    it.scoped("two connections of one fleet share a circuit and its one probe; another fleet is another circuit", () =>
       Effect.gen(function*() {
         const name = freshName()
         const a = yield* circuitOf(name)

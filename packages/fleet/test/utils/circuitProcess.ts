@@ -1,6 +1,6 @@
 /**
- * A process of a fleet, for the suite that runs two of them: `node --import tsx circuitProcess.ts URL NAME THRESHOLD
- * COOLDOWN_MS` joins the fleet with `RedisFleet.makeCircuit`, then reads one operation a line on stdin (`admit KEY`,
+ * A process of a fleet, for the suite that runs two of them:
+ * `node --import tsx circuitProcess.ts URL NAME THRESHOLD COOLDOWN_MS` joins the fleet with `RedisFleet.makeCircuit`, then reads one operation a line on stdin (`admit KEY`,
  * `failed KEY`, `succeeded KEY`, `state KEY`; the key is the rest of the line) and writes one JSON line a result on
  * stdout (`{"op":"admit","tag":"Open","retryIn":123}`, `{"op":"failed","state":"open"}`, …). It exits when stdin ends.
  */
