@@ -234,11 +234,16 @@ export const makeFleet = (options: Options): Effect.Effect<Fleet, never, Scope.S
       (detail) => detail === undefined ? Effect.void : RecoveryNotifications.notify(N.FleetUnavailable({ detail }))
     )
 
-    /** Sends the script at once (EVALSHA; EVAL when the server lost its script cache, as a restarted one has). */
+    /** The fleet's keys a script of the budget or the pause is given (a circuit's script is given its route's). */
+    const fleetKeys = (script: Scripts.Script) => script.keys.map((key) => key === "budget" ? budget : pause)
+    /**
+     * Sends the script on the keys `names` at once (EVALSHA; EVAL when the server lost its script cache, as a
+     * restarted one has).
+     */
     const run = (
       script: Scripts.Script,
       args: ReadonlyArray<string | number>,
-      names: ReadonlyArray<string> = script.keys.map((key) => key === "budget" ? budget : pause)
+      names: ReadonlyArray<string> = fleetKeys(script)
     ): Promise<unknown> => {
       const sent = client.evalsha(script.sha, names.length, ...names, ...args).catch((error: unknown) =>
         errorText(error).startsWith("NOSCRIPT")
@@ -357,7 +362,7 @@ export const makeFleet = (options: Options): Effect.Effect<Fleet, never, Scope.S
     ): Effect.Effect<A> =>
       callOn(
         script,
-        script.keys.map((key) => key === "budget" ? budget : pause),
+        fleetKeys(script),
         args,
         decode,
         Effect.succeed(fallback)
