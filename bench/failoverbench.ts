@@ -121,7 +121,10 @@ const main = Effect.gen(function*() {
     yield* sim.setScript(Failoverbench.script(profile))
     const since = Date.now()
     const log = (model: string) =>
-      Effect.map(sim.requestsFor(model), (rs) => rs.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action })))
+      Effect.map(
+        sim.requestsFor(model),
+        (rs) => rs.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action }))
+      )
     const checks: Array<Check> = []
     let got: Call
     if (s.id === "S15") {
@@ -169,7 +172,13 @@ const main = Effect.gen(function*() {
     if (["S09", "S10"].includes(s.id)) {
       checks.push(check("alive_after", "required", alive.ok, alive.ok ? "healthy call succeeded" : alive.error))
     }
-    const row = { id: s.id, title: s.title, verdict: verdict(s.id === "S13" ? "error" : "success", got, checks), checks, got }
+    const row = {
+      id: s.id,
+      title: s.title,
+      verdict: verdict(s.id === "S13" ? "error" : "success", got, checks),
+      checks,
+      got
+    }
     rows.push(row)
     console.log(
       `${row.id} ${row.verdict.padEnd(7)} ${got.seconds.toFixed(1).padStart(5)}s  ${
@@ -202,101 +211,106 @@ const wallAtMost = (id: string, n: number, sev: Severity) => (got: Call) =>
   check(id, sev, !got.hang && got.seconds <= n, `${got.seconds.toFixed(1)}s`)
 
 /** The catalogue's checks of the single-call scenarios, with each scenario's `max_wall_s`. */
-const catalogue: Record<string, { maxWall: number; checks: (got: Call, primary: Seen, fallback: Seen) => Array<Check> }> =
-  {
-    S01: {
-      maxWall: 20,
-      checks: (_, p) => [
-        check("retried", "advisory", p.length >= 2, `${p.length}`),
-        check(
-          "retry_after_honoured",
-          "advisory",
-          p.length >= 2 && p[1]!.at - p[0]!.at >= 1.8,
-          p.length >= 2 ? `gap ${(p[1]!.at - p[0]!.at).toFixed(2)}s` : "no second attempt"
-        ),
-        check("no_hammer", "required", within(p, 1.5) <= 2, `${within(p, 1.5)} in 1.5s`)
-      ]
-    },
-    S02: {
-      maxWall: 40,
-      checks: (got, p) => [
-        check("no_hammer", "required", within(p, 3) <= 4, `${within(p, 3)} in 3s`),
-        primaryAtMost(6)(p),
-        noHang(got)
-      ]
-    },
-    S03: {
-      maxWall: 20,
-      checks: (got, p) => [noHang(got), check("same_provider_retry", "advisory", p.length >= 2, `${p.length}`)]
-    },
-    S04: { maxWall: 40, checks: (got, p) => [primaryAtMost(6)(p), noHang(got)] },
-    S05: { maxWall: 20, checks: (got) => [noHang(got)] },
-    S06: {
-      maxWall: 130,
-      checks: (got, p) => [wallAtMost("within_budget", 100, "required")(got), noHang(got), primaryAtMost(1, "advisory")(p)]
-    },
-    S07: { maxWall: 60, checks: (got) => [noHang(got), wallAtMost("ttft_limit", 15, "advisory")(got)] },
-    S08: { maxWall: 40, checks: (got) => [noTruncated(got), noHang(got)] },
-    S09: {
-      maxWall: 70,
-      checks: (got) => [wallAtMost("bounded", 45, "required")(got), noTruncated(got), noHang(got)]
-    },
-    S10: {
-      maxWall: 30,
-      checks: (got) => [
-        noTruncated(got),
-        noHang(got),
-        check(
-          "recovered_in_place",
-          "advisory",
-          got.ok && norm(got.content) === norm(Failoverbench.canonicalAnswer),
-          got.ok ? "complete" : "error"
-        )
-      ]
-    },
-    S11: {
-      maxWall: 30,
-      checks: (got) => [
-        wallAtMost("prompt_finalise", 8, "required")(got),
-        check("usage_reported", "advisory", got.usage !== undefined && got.usage !== null, JSON.stringify(got.usage))
-      ]
-    },
-    S12: {
-      maxWall: 20,
-      checks: (got, p) => [check("no_same_model_retry", "required", p.length === 1, `${p.length}`), noHang(got)]
-    },
-    S13: {
-      maxWall: 20,
-      checks: (got, p, f) => [
-        check("no_same_model_retry", "required", p.length === 1, `${p.length}`),
-        noHang(got),
-        check("fallback_attempted", "informational", f.length >= 1, `${f.length}`)
-      ]
-    },
-    S14: {
-      maxWall: 40,
-      checks: (got, p, f) => {
-        const prefill = [...p, ...f].filter((r) => r.action === "400 prefill").length
-        return [
-          check("no_prefill_masking", "required", !(!got.ok && prefill > 0), `${prefill} prefill rejections`),
-          noTruncated(got)
-        ]
-      }
-    },
-    S16: {
-      maxWall: 40,
-      checks: (got, p, f) => [
-        check(
-          "reports_fallback_model",
-          "required",
-          f.length === 0 || (got.model ?? "").toLowerCase().includes(Failoverbench.healthyModel),
-          `model = ${got.model}`
-        ),
-        check("usage_present", "advisory", got.usage !== undefined && got.usage !== null, JSON.stringify(got.usage)),
-        primaryAtMost(6)(p)
+const catalogue: Record<
+  string,
+  { maxWall: number; checks: (got: Call, primary: Seen, fallback: Seen) => Array<Check> }
+> = {
+  S01: {
+    maxWall: 20,
+    checks: (_, p) => [
+      check("retried", "advisory", p.length >= 2, `${p.length}`),
+      check(
+        "retry_after_honoured",
+        "advisory",
+        p.length >= 2 && p[1]!.at - p[0]!.at >= 1.8,
+        p.length >= 2 ? `gap ${(p[1]!.at - p[0]!.at).toFixed(2)}s` : "no second attempt"
+      ),
+      check("no_hammer", "required", within(p, 1.5) <= 2, `${within(p, 1.5)} in 1.5s`)
+    ]
+  },
+  S02: {
+    maxWall: 40,
+    checks: (got, p) => [
+      check("no_hammer", "required", within(p, 3) <= 4, `${within(p, 3)} in 3s`),
+      primaryAtMost(6)(p),
+      noHang(got)
+    ]
+  },
+  S03: {
+    maxWall: 20,
+    checks: (got, p) => [noHang(got), check("same_provider_retry", "advisory", p.length >= 2, `${p.length}`)]
+  },
+  S04: { maxWall: 40, checks: (got, p) => [primaryAtMost(6)(p), noHang(got)] },
+  S05: { maxWall: 20, checks: (got) => [noHang(got)] },
+  S06: {
+    maxWall: 130,
+    checks: (
+      got,
+      p
+    ) => [wallAtMost("within_budget", 100, "required")(got), noHang(got), primaryAtMost(1, "advisory")(p)]
+  },
+  S07: { maxWall: 60, checks: (got) => [noHang(got), wallAtMost("ttft_limit", 15, "advisory")(got)] },
+  S08: { maxWall: 40, checks: (got) => [noTruncated(got), noHang(got)] },
+  S09: {
+    maxWall: 70,
+    checks: (got) => [wallAtMost("bounded", 45, "required")(got), noTruncated(got), noHang(got)]
+  },
+  S10: {
+    maxWall: 30,
+    checks: (got) => [
+      noTruncated(got),
+      noHang(got),
+      check(
+        "recovered_in_place",
+        "advisory",
+        got.ok && norm(got.content) === norm(Failoverbench.canonicalAnswer),
+        got.ok ? "complete" : "error"
+      )
+    ]
+  },
+  S11: {
+    maxWall: 30,
+    checks: (got) => [
+      wallAtMost("prompt_finalise", 8, "required")(got),
+      check("usage_reported", "advisory", got.usage !== undefined && got.usage !== null, JSON.stringify(got.usage))
+    ]
+  },
+  S12: {
+    maxWall: 20,
+    checks: (got, p) => [check("no_same_model_retry", "required", p.length === 1, `${p.length}`), noHang(got)]
+  },
+  S13: {
+    maxWall: 20,
+    checks: (got, p, f) => [
+      check("no_same_model_retry", "required", p.length === 1, `${p.length}`),
+      noHang(got),
+      check("fallback_attempted", "informational", f.length >= 1, `${f.length}`)
+    ]
+  },
+  S14: {
+    maxWall: 40,
+    checks: (got, p, f) => {
+      const prefill = [...p, ...f].filter((r) => r.action === "400 prefill").length
+      return [
+        check("no_prefill_masking", "required", !(!got.ok && prefill > 0), `${prefill} prefill rejections`),
+        noTruncated(got)
       ]
     }
+  },
+  S16: {
+    maxWall: 40,
+    checks: (got, p, f) => [
+      check(
+        "reports_fallback_model",
+        "required",
+        f.length === 0 || (got.model ?? "").toLowerCase().includes(Failoverbench.healthyModel),
+        `model = ${got.model}`
+      ),
+      check("usage_present", "advisory", got.usage !== undefined && got.usage !== null, JSON.stringify(got.usage)),
+      primaryAtMost(6)(p)
+    ]
   }
+}
 
 Effect.runPromise(Effect.scoped(main)).then(
   () => process.exit(0),

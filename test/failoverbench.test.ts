@@ -10,6 +10,7 @@
  * outage window run on the TestClock, stepped while the sockets do their work; the simulator's other delays (a
  * first token after 20 s, a 30 s stall, 120 s of silence) are real time that the client's timeouts end long before.
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import * as Budget from "@reprise/core/Budget"
 import * as Circuit from "@reprise/core/Circuit"
@@ -21,7 +22,6 @@ import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Duration, Effect, Exit, Fiber, Layer, Option, Random, Redacted, TestClock } from "effect"
 import { KEY } from "./support/chat.js"
 
@@ -105,8 +105,10 @@ const drive = <A, E>(effect: Effect.Effect<A, E>) =>
 
 /** What the provider saw of `model`: its requests' times (TestClock seconds from `since`) and actions. */
 const seen = (sim: Simulator.Service, model: string, since: number) =>
-  Effect.map(sim.requestsFor(model), (requests) =>
-    requests.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action ?? "" })))
+  Effect.map(
+    sim.requestsFor(model),
+    (requests) => requests.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action ?? "" }))
+  )
 
 const complete = (exit: Exit.Exit<Generation.Reply, unknown>) =>
   Exit.isSuccess(exit) && norm(exit.value.text) === canonical
