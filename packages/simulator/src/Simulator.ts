@@ -475,8 +475,8 @@ const announce = (simulator: Service): Effect.Effect<void> =>
 
 /**
  * Runs the simulator in the foreground until interrupted (SIGINT with `NodeRuntime.runMain`), logging each
- * request. This is what `reprise simulate [--port N] [--script FILE]` runs (with `--scenarios failoverbench`, `script`
- * is `Failoverbench.script(profile)`).
+ * request. This is what `reprise simulate [--port N] [--script FILE]` runs (with `--scenarios failoverbench`,
+ * `script` is `Failoverbench.script(profile)`).
  *
  * @since 0.1.0
  * @category running

@@ -63,7 +63,7 @@ describe("Failoverbench", () => {
       assert.deepStrictEqual(full[model("S15")]!.outage, { forMs: 60_000, status: 503 })
     }))
 
-  test("the healthy models answer the canonical answer, one word per delta, with usage; fb-ok-noprefill refuses a prefill", (sim) =>
+  test("the healthy models answer the canonical answer, a word per delta; fb-ok-noprefill refuses a prefill", (sim) =>
     Effect.gen(function*() {
       for (const name of [Failoverbench.healthyModel, Failoverbench.noPrefillModel]) {
         const reply = yield* chat(sim, name, { includeUsage: true })

@@ -20,7 +20,7 @@ const actions = (sim: Simulator.Service, model: string) =>
   Effect.map(sim.requestsFor(model), (records) => records.map((r) => r.action))
 
 describe("model scripts", () => {
-  test("a request for a scripted model takes the model's steps in order, counted per model; others keep the route's", (sim) =>
+  test("a scripted model's requests take its steps in order, counted per model; others keep the route's", (sim) =>
     Effect.gen(function*() {
       yield* sim.setScript({
         routes: { "openai-chat": { reply: { text: "route reply" }, steps: [{ kind: "status", status: 500 }] } },
@@ -205,7 +205,7 @@ describe("model scripts", () => {
       assert.deepStrictEqual(yield* actions(sim, "nodone"), ["no-done"])
     }))
 
-  test("rejectPrefill: a request ending with an assistant message gets 400 prefill_not_supported, others are served", (sim) =>
+  test("rejectPrefill: a request ending with an assistant message gets 400 prefill_not_supported", (sim) =>
     Effect.gen(function*() {
       yield* sim.setScript({ models: { strict: { rejectPrefill: true, steps: [{ kind: "status", status: 500 }] } } })
       const prefill = [{ role: "user", content: "Say hi" }, { role: "assistant", content: "Hi, I" }]
@@ -218,6 +218,63 @@ describe("model scripts", () => {
       assert.strictEqual((yield* chat(sim, "strict")).status, 500, "a refused prefill takes no step")
       assert.strictEqual((yield* chat(sim, "strict")).status, 200)
       assert.deepStrictEqual(yield* actions(sim, "strict"), ["400 prefill", "500", "200"])
+    }))
+
+  test("a model's steps apply on every route and are counted across them", (sim) =>
+    Effect.gen(function*() {
+      yield* sim.setScript({
+        models: {
+          cut: {
+            reply: { text: words(10) },
+            steps: [{ kind: "status", status: 429 }],
+            then: { kind: "eof", afterTokens: 3 }
+          }
+        }
+      })
+      const post = (path: string) =>
+        Effect.promise(() =>
+          fetch(`${sim.url}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "cut", messages: [{ role: "user", content: "hi" }], stream: true })
+          }).then(async (r) => ({ status: r.status, body: await r.text() }))
+        )
+      assert.strictEqual((yield* post("/v1/messages")).status, 429)
+      const anthropic = yield* post("/v1/messages")
+      assert.strictEqual(anthropic.status, 200)
+      assert.strictEqual(anthropic.body.match(/"text_delta"/g)?.length, 3)
+      assert.notInclude(anthropic.body, "message_stop")
+      const responses = yield* post("/v1/responses")
+      assert.strictEqual(responses.body.match(/event: response\.output_text\.delta/g)?.length, 3)
+      assert.notInclude(responses.body, "response.completed")
+      const records = yield* sim.requestsFor("cut")
+      assert.deepStrictEqual(records.map((r) => [r.route, r.action]), [
+        ["anthropic", "429"],
+        ["anthropic", "eof"],
+        ["openai-responses", "eof"]
+      ])
+    }))
+
+  test("rejectPrefill reads the last item of a Responses input and answers with Anthropic's error shape", (sim) =>
+    Effect.gen(function*() {
+      yield* sim.setScript({ models: { strict: { rejectPrefill: true } } })
+      const post = (path: string, body: unknown) =>
+        Effect.promise(() =>
+          fetch(`${sim.url}${path}`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify(body)
+          }).then(async (r) => ({ status: r.status, body: await r.json() as any }))
+        )
+      const prefill = [{ role: "user", content: "hi" }, { role: "assistant", content: "Hel" }]
+      const anthropic = yield* post("/v1/messages", { model: "strict", messages: prefill, stream: true })
+      assert.strictEqual(anthropic.status, 400)
+      assert.strictEqual(anthropic.body.type, "error")
+      assert.strictEqual(anthropic.body.error.type, "invalid_request_error")
+      const responses = yield* post("/v1/responses", { model: "strict", input: prefill, stream: true })
+      assert.strictEqual(responses.status, 400)
+      assert.strictEqual(responses.body.error.code, "prefill_not_supported")
+      assert.deepStrictEqual(yield* actions(sim, "strict"), ["400 prefill", "400 prefill"])
     }))
 
   it.effect("outage: requests within forMs of setScript get its status, by the simulator's Clock (TestClock)", () =>
