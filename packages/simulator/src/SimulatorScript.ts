@@ -474,7 +474,8 @@ export const MalformedStep = Schema.Struct({
   kind: Schema.Literal("malformed"),
   ...common,
   afterEvents: Schema.optional(Count),
-  data: Schema.optional(Schema.String.pipe(Schema.filter((data) => !/[\r\n]/.test(data) || "one line, no line breaks")))
+  /** One line: a line break would end the `data:` field. */
+  data: Schema.optional(Schema.String.pipe(Schema.filter((data) => !/[\r\n]/.test(data) || "Expected one line")))
 }).annotations({ identifier: "MalformedStep" })
 
 /**

@@ -1,9 +1,8 @@
 /**
  * The simulator's memory: the loaded script, each route's position in it (one for its sends, one for the resumes
  * of its background responses), each scripted model's position in its steps, the recorded requests and the
- * background responses. It is mutated only from the
- * simulator's own fibers (JavaScript runs them one at a time); waiters are woken through a version counter kept by
- * the caller.
+ * background responses. It is mutated only from the simulator's own fibers (JavaScript runs them one at a time);
+ * waiters are woken through a version counter kept by the caller.
  *
  * @internal
  */
