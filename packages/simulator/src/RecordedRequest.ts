@@ -75,8 +75,21 @@ export interface RecordedRequest {
    * are not scripted) and for a resume the server refused (unknown id, too old, bad `starting_after`).
    */
   readonly step: SimulatorScript.StepKind | undefined
-  /** The step's index in the route's `steps` (a resume: in its `resume.steps`), undefined for a default reply. */
+  /**
+   * The step's index in the route's `steps` (a resume: in its `resume.steps`; a request for a scripted model: in
+   * the model's `steps`), undefined for a default reply, a model's `then`, an outage or a refused prefill.
+   */
   readonly stepIndex: number | undefined
+  /** The body's `model`, when it is a string. */
+  readonly model: string | undefined
+  /**
+   * What the request got, when it was served from a script step (undefined exactly when `step` is): `"200"` for
+   * a whole reply (`stream`, `drip`); the status of a `status` step or a model's outage (`"429"`, `"503"`), followed
+   * by the error code the step names (`"400 context_length_exceeded"`); `"400 prefill"` for a prefill a model
+   * refused; else the step's kind (`"reset"`, `"eof"`, `"stall"`, `"error"`, `"slow-first-token"`, `"malformed"`,
+   * `"no-done"`, `"truncated-tool-call"`).
+   */
+  readonly action: string | undefined
   /** Set once the exchange ended. */
   readonly closed: Closure | undefined
 }

@@ -12,11 +12,18 @@
  * (`GET /v1/responses/{id}`), idempotent cancels (`POST /v1/responses/{id}/cancel`), the 404 of an unknown id and
  * the 400 of a response too old to stream (`streamForMs`, five minutes by default; {@link Service.expire}).
  *
- * It records every request (route, kind, method, path, headers with credentials redacted, JSON body, arrival
- * time, and who closed the exchange and when) and counts requests per route, for assertions. Use it as a scoped
- * {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`). Its timers (stalls,
- * drips, keepalives) run on the real clock even under `TestClock`, because they pace real sockets; every one of
- * them ends when the client disconnects or the simulator's scope closes, which also destroys open sockets.
+ * A script can also be keyed by model (`models`): a send whose body names a scripted model is served from that
+ * model's steps, on any route, so one server can play a healthy model and a failing one side by side (the
+ * failoverbench catalogue, `Failoverbench`, is such a script).
+ *
+ * It records every request (route, kind, method, path, headers with credentials redacted, JSON body, model, the
+ * action taken, arrival time, and who closed the exchange and when) and counts requests per route, for assertions.
+ * Use it as a scoped {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`).
+ * Its timers (stalls, drips, keepalives, slow first tokens) run on the real clock even under `TestClock`, because
+ * they pace real sockets; every one of them ends when the client disconnects or the simulator's scope closes,
+ * which also destroys open sockets. A model's `outage` is the exception: it is a span of the `Clock` of the context
+ * the simulator was made in, from when the script was set, so a test under `TestClock` steps through a long outage
+ * with `TestClock.adjust` (`reprise simulate` runs on the real clock).
  *
  * @since 0.1.0
  */
@@ -98,8 +105,9 @@ export interface Service {
    */
   readonly baseUrl: (route: SimulatorScript.Route) => string
   /**
-   * Replaces the whole script, restarts every route at its first step and clears the records and counts: one
-   * server can serve many test cases. Fixture files are read now; a missing one fails with a `ScriptError`.
+   * Replaces the whole script, restarts every route and every model at its first step (and model outages at now)
+   * and clears the records and counts: one server can serve many test cases. Fixture files are read now; a missing
+   * one fails with a `ScriptError`.
    */
   readonly setScript: (script: SimulatorScript.Script) => Effect.Effect<void, ScriptLoader.ScriptError>
   /** Replaces one route's script and restarts that route at its first step; records and counts are kept. */
@@ -112,6 +120,11 @@ export interface Service {
   /** Every recorded request, oldest first. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   readonly requestsTo: (route: SimulatorScript.Route) => Effect.Effect<ReadonlyArray<RecordedRequest>>
+  /**
+   * The recorded requests whose body names `model`, oldest first, on any route: a scripted model's attempts, each
+   * with its `action` and `receivedAt`.
+   */
+  readonly requestsFor: (model: string) => Effect.Effect<ReadonlyArray<RecordedRequest>>
   /**
    * Requests to a route (or to all routes) since the last `setScript` or `clear`; with `kind`, only those of that
    * kind (`count("openai-responses", "send")` leaves out the resumes, polls and cancels).
@@ -267,7 +280,15 @@ export const make = (options: Options = {}): Effect.Effect<
       baseDir: options.fixturesDir ?? process.cwd()
     }
     const host = options.host ?? "127.0.0.1"
-    const store = new Store.Store(yield* Load.load(env, options.script ?? {}), options.maxRecords ?? 10_000)
+    // Model outages are measured with the clock of this context (a `TestClock` in tests), not the sockets' clock.
+    const clock = yield* Effect.clock
+    const script = options.script ?? {}
+    const store = new Store.Store(
+      yield* Load.load(env, script),
+      options.maxRecords ?? 10_000,
+      yield* Load.loadModels(env, script),
+      yield* clock.currentTimeMillis
+    )
     const version = yield* SubscriptionRef.make(0)
     const bump = SubscriptionRef.update(version, (n) => n + 1)
     const liveClock = Clock.make()
@@ -324,7 +345,9 @@ export const make = (options: Options = {}): Effect.Effect<
         const refusal = asked._tag === "Resume"
           ? store.background.refuseResume(asked.id, asked.startingAfter, receivedAt)
           : undefined
+        const now = yield* clock.currentTimeMillis
         const arrival = store.arrive({
+          now,
           route: Target.routeOf(asked),
           kind: Target.kindOf(asked),
           lane: refusal === undefined ? undefined : "none",
@@ -344,9 +367,9 @@ export const make = (options: Options = {}): Effect.Effect<
         yield* log(
           record.route === undefined
             ? `${method} ${path} -> no route`
-            : `${method} ${path} -> ${record.route} #${record.nth}: ${record.kind === "send" ? "" : `${record.kind} `}${
-              record.step ?? "(not scripted)"
-            }`
+            : `${method} ${path} -> ${record.route} #${record.nth}${
+              record.model === undefined ? "" : ` (${record.model})`
+            }: ${record.kind === "send" ? "" : `${record.kind} `}${record.action ?? "(not scripted)"}`
         )
         // A client that left while its body was read gets nothing written.
         if (!(yield* Deferred.isDone(closed))) {
@@ -389,11 +412,10 @@ export const make = (options: Options = {}): Effect.Effect<
       url,
       baseUrl,
       setScript: (script) =>
-        Effect.flatMap(Load.load(env, script), (loaded) =>
-          Effect.zipRight(
-            Effect.sync(() => store.setScript(loaded)),
-            bump
-          )),
+        Effect.flatMap(
+          Effect.all([Load.load(env, script), Load.loadModels(env, script), clock.currentTimeMillis]),
+          ([loaded, models, now]) => Effect.zipRight(Effect.sync(() => store.setScript(loaded, models, now)), bump)
+        ),
       setRoute: (route, script) =>
         Effect.flatMap(
           Load.loadRoute(env, Load.fixturesDir(env, {}), route, script),
@@ -402,6 +424,7 @@ export const make = (options: Options = {}): Effect.Effect<
       clear: Effect.zipRight(Effect.sync(() => store.clear()), bump),
       requests: Effect.sync(() => store.snapshot()),
       requestsTo: (route) => Effect.sync(() => store.snapshot().filter((r) => r.route === route)),
+      requestsFor: (model) => Effect.sync(() => store.ofModel(model)),
       count: (route, kind) => Effect.sync(() => store.count(route, kind)),
       awaitRequest: (route, nth) => waitFor(() => store.find(route, nth)),
       awaitClose: (id) =>
@@ -452,7 +475,8 @@ const announce = (simulator: Service): Effect.Effect<void> =>
 
 /**
  * Runs the simulator in the foreground until interrupted (SIGINT with `NodeRuntime.runMain`), logging each
- * request. This is what `reprise simulate [--port N] [--script FILE]` runs.
+ * request. This is what `reprise simulate [--port N] [--script FILE]` runs (with `--scenarios failoverbench`,
+ * `script` is `Failoverbench.script(profile)`).
  *
  * @since 0.1.0
  * @category running
