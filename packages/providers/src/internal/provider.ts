@@ -54,6 +54,10 @@ export const makeService = <Ev>(options: {
   // for all of them; an attempt enters both queues once, from its send to its scope's end (`Attempt.within`)
   const deadlines = Deadlines.make(options.settings.firstByteTimeout)
   const idle = Deadlines.make(options.settings.idleTimeout)
+  // and the first-token deadlines of its attempts, from the send to the first content event, when it has that timeout
+  const tokens = options.settings.firstTokenTimeout === undefined
+    ? undefined
+    : Deadlines.make(options.settings.firstTokenTimeout)
   return Provider.make({
     protocol: options.protocol,
     open: (request) => {
@@ -70,7 +74,7 @@ export const makeService = <Ev>(options: {
           return Send.open(options.client, prepared, options.settings, attempt)
         })
       return (
-        Attempt.within(deadlines, idle, (attempt) =>
+        Attempt.within(deadlines, idle, tokens, (attempt) =>
           Effect.flatMap(send(attempt), (response) => {
             const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
             const decoder = options.decoder({ requestId })
@@ -84,11 +88,13 @@ export const makeService = <Ev>(options: {
                 decode: decoder.decode,
                 machine: decoder.machine,
                 requestId,
-                idle
+                idle,
+                held: attempt
               })
             }
-            return Effect.map(body, (pull) =>
-              SseInternal.reader({
+            return Effect.map(body, (pull) => {
+              attempt.body = pull
+              return SseInternal.reader({
                 body: pull,
                 settings: options.settings,
                 decode: decoder.decode,
@@ -98,7 +104,8 @@ export const makeService = <Ev>(options: {
                 close: attempt.close,
                 idle,
                 held: attempt
-              }))
+              })
+            })
           }))
       )
     }

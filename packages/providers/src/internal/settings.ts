@@ -21,6 +21,8 @@ export interface Settings {
   readonly baseUrl: string
   readonly apiKey: Redacted.Redacted<string>
   readonly firstByteTimeout: Duration.Duration
+  /** Absent: no first-token timeout. */
+  readonly firstTokenTimeout: Duration.Duration | undefined
   readonly idleTimeout: Duration.Duration
   readonly maxEventSize: number
   readonly maxReplyBytes: number
@@ -50,6 +52,9 @@ export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOp
     baseUrl,
     apiKey: options.apiKey,
     firstByteTimeout: timeout("firstByteTimeout", options.firstByteTimeout, ProviderOptions.defaultFirstByteTimeout),
+    firstTokenTimeout: options.firstTokenTimeout === undefined
+      ? undefined
+      : timeout("firstTokenTimeout", options.firstTokenTimeout, Duration.zero),
     idleTimeout: timeout("idleTimeout", options.idleTimeout, ProviderOptions.defaultIdleTimeout),
     maxEventSize: count("maxEventSize", options.maxEventSize, ProviderOptions.defaultMaxEventSize),
     maxReplyBytes: count("maxReplyBytes", options.maxReplyBytes, ProviderOptions.defaultMaxReplyBytes),

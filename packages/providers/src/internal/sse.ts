@@ -38,6 +38,7 @@ import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import { decodeFast } from "./schema.js"
+import { firstTokenFailure } from "./send.js"
 import type { Settings } from "./settings.js"
 import * as Utf8 from "./utf8.js"
 
@@ -438,6 +439,11 @@ const stepAll = <Ev>(
   return { progressed, failure: undefined }
 }
 
+/** Whether an event is content, which ends the wait for the first token (see `ProviderOptions.firstTokenTimeout`). */
+const isContent = (event: Generation.GenerationEvent): boolean =>
+  event._tag === "TextDelta" || event._tag === "ReasoningDelta" || event._tag === "ReasoningComplete" ||
+  event._tag === "ToolCallDelta" || event._tag === "ToolCallComplete"
+
 /** How much of a body without any SSE event is kept to recognise a JSON body sent in place of a stream. */
 const maxJsonBody = 64 * 1024
 
@@ -517,6 +523,8 @@ export interface RunOptions<Ev> {
    * the stream's own, opened here.
    */
   readonly idle?: Deadlines.Deadlines | undefined
+  /** The attempt's deadlines of the pull in progress and of the first token, when a provider's attempt reads it. */
+  readonly held?: Held | undefined
 }
 
 /**
@@ -539,7 +547,7 @@ export const pull = <Ev>(
     // interruption between the two would leave the request unaborted; the release is synchronous or bounded (`body.ts`)
     const close = Effect.uninterruptible(Scope.close(bodyScope, Exit.void))
     // a pull's deadline, when the body can be abandoned; none is armed for one read by `watched`
-    const held: Held = { reading: undefined }
+    const held: Held = options.held ?? { reading: undefined }
     const read = steps(options, body, clock, close, held)
     if (!Body.abandonable(body)) return yield* watched(read.next, options.settings.idleTimeout, read.timedOut)
     const idle = options.idle ?? Deadlines.make(options.settings.idleTimeout)
@@ -563,6 +571,10 @@ export const pull = <Ev>(
  */
 export interface Held {
   reading: Deadlines.Deadline | undefined
+  /** The first-token queue, when the provider has a first-token timeout. */
+  readonly tokens?: Deadlines.Deadlines | undefined
+  /** The first-token deadline armed by the send, until the first content event (or the machine's end) disarms it. */
+  token?: Deadlines.Deadline | undefined
 }
 
 /**
@@ -673,6 +685,10 @@ const steps = <Ev>(
     // stepped where they are, then let go: nothing feeds the parser while they are stepped, so they need no copy
     const { failure, progressed } = stepAll(pending, settings, decode, machine, out)
     pending.length = 0
+    if (held.token !== undefined && !held.token.timedOut && (machine.done() || out.some(isContent))) {
+      Deadlines.disarm(held.tokens!, held.token)
+      held.token = undefined
+    }
     const failed = failure ??
       (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
       (over && !machine.done() ? replyTooLarge(settings) : undefined)
@@ -698,13 +714,14 @@ const steps = <Ev>(
     return then
   }
   // the body closed first
-  const closed = (): Result =>
-    Effect.zipRight(close, end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos()))
+  const closed = (failure: ProviderFailure.ProviderFailure): Result =>
+    Effect.zipRight(close, end(Option.some(failure), clock.unsafeCurrentTimeNanos()))
   const pull = (): Result => {
     const then = takeAfter()
     if (then !== undefined) return then
     if (stopped) return finished
-    if (held.reading !== undefined && held.reading.timedOut) return closed()
+    if (held.reading !== undefined && held.reading.timedOut) return closed(idleFailure(settings.idleTimeout))
+    if (held.token !== undefined && held.token.timedOut) return closed(firstTokenFailure(settings))
     return Effect.matchCauseEffect(body, {
       onSuccess: onReads,
       onFailure: (cause): Result => {
@@ -730,7 +747,7 @@ const steps = <Ev>(
       const then = takeAfter()
       if (then !== undefined) return then
       if (stopped) return finished
-      return closed()
+      return closed(idleFailure(settings.idleTimeout))
     }
   }
 }
