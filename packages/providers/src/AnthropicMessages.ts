@@ -2,6 +2,8 @@
  * The `anthropic` protocol: Anthropic Messages (`POST {base}/v1/messages`, `x-api-key`, `anthropic-version`).
  *
  * - The terminal is `message_stop`; reading stops there. `ping` events are ignored and do not count as progress.
+ * - An event whose data is not JSON fails the attempt with a retryable `TransportError{reason: "MalformedChunk"}`; a
+ *   JSON event that does not match its schema is a permanent `ProviderRejection{reason: "MalformedStream"}`.
  * - `tool_use` input is assembled from `input_json_delta` per content block and parsed at the block's
  *   `content_block_stop` (a complete JSON boundary); a tool call announced whole in `message_start` or in
  *   `content_block_start` (no deltas) keeps the input given there. Input that is not complete JSON is never emitted:

@@ -9,6 +9,9 @@
  *   arguments are not complete JSON then fails the stream with `TruncatedToolArguments` (nested deeper than
  *   `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream`) and is never emitted.
  * - An `{"error": {...}}` chunk is an in-band error classified by its code and type.
+ * - A chunk whose data is not JSON (other than `[DONE]`) fails the attempt with a retryable
+ *   `TransportError{reason: "MalformedChunk"}`; a JSON chunk that does not match the schema is a permanent
+ *   `ProviderRejection{reason: "MalformedStream"}`.
  * - `reasoning_content` / `reasoning` deltas are `ReasoningDelta`s, for display only: Chat Completions has no
  *   reasoning input, and providers that stream it (DeepSeek) ask not to send it back, so an assistant message's
  *   `reasoning` parts are never sent and no `ReasoningComplete` is emitted.

@@ -22,9 +22,10 @@
  *
  * Every event the machine reads has its Schema ({@link readEvents}, told apart by `type` in {@link ResponsesEvent}):
  * a field of the wrong type fails the stream with `ProviderRejection{reason: "MalformedStream"}` naming the event,
- * rather than being read as missing. A field that is absent or `null` is read as missing. The hot events (text,
- * reasoning and argument deltas) are checked by a guard that is equal to their schema over generated values and costs
- * a fraction of its parse.
+ * rather than being read as missing. A field that is absent or `null` is read as missing. An event whose data is not
+ * JSON is a retryable `TransportError{reason: "MalformedChunk"}` instead. The hot events (text, reasoning and argument
+ * deltas) are checked by a guard that is equal to their schema over generated values and costs a fraction of its
+ * parse.
  *
  * The state machine, the request body and the event schemas are in this module, so the protocol is read in the file
  * named after it; `Subscription` is a variant of it ({@link makeVariant}), which says itself whether `[DONE]` ends a

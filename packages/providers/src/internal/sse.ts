@@ -143,8 +143,9 @@ export class Failed {
 export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/skip")
 
 /**
- * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
- * `ProviderRejection{reason: "MalformedStream"}`, as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
+ * A JSON event decoder: data that is not JSON is `TransportError{reason: "MalformedChunk"}` (corruption on the way,
+ * retryable), a payload that does not match the (lenient) schema is `ProviderRejection{reason: "MalformedStream"}`,
+ * each as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
  * validation, per event (`decodeFast`): a schema with a guard (`withGuard`, the hot events) is checked by its guard
  * first, and an event the guard leaves is decoded by the schema, which reports the issue. A decoded
  * event is returned as it is, not wrapped: a wrapper would be one more object per token.
@@ -157,25 +158,24 @@ export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/s
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
   const validate = decodeFast(schema)
-  const malformed = (event: Event, reason: string) =>
-    new Failed(
-      new ProviderRejection.ProviderRejection({
-        reason: "MalformedStream",
-        detail: settings.scrub(
-          `undecodable ${eventName(event)} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
-            excerpt(settings.scrub, reason, 300)
-          }`
-        )
-      })
+  const detail = (event: Event, reason: string) =>
+    settings.scrub(
+      `undecodable ${eventName(event)} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
+        excerpt(settings.scrub, reason, 300)
+      }`
     )
+  const malformed = (event: Event, reason: string) =>
+    new Failed(new ProviderRejection.ProviderRejection({ reason: "MalformedStream", detail: detail(event, reason) }))
   return (event: Event): A | Failed => {
     let json: unknown
     try {
       json = JSON.parse(event.data)
     } catch {
       // Not the parser's own message: it quotes the input, cut at a length of its choosing, so a key in the
-      // input could survive in part. The data itself is shown above, scrubbed, then cut.
-      return malformed(event, "not valid JSON")
+      // input could survive in part. The data itself is shown, scrubbed, then cut.
+      return new Failed(
+        new TransportError.TransportError({ reason: "MalformedChunk", detail: detail(event, "not valid JSON") })
+      )
     }
     const decoded = validate(json)
     if (!(decoded instanceof ParseResult.ParseError)) return decoded
