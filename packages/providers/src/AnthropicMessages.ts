@@ -100,6 +100,8 @@ const MessagesEventStruct = Schema.Struct({
   type: Schema.String,
   index: optional(nullable(Schema.Number)),
   message: optional(nullable(Schema.Struct({
+    // not checked: read when it is a string (the model that served the reply)
+    model: optional(Schema.Unknown),
     content: optional(nullable(Schema.Array(Block))),
     stop_reason: optional(nullable(Schema.String)),
     usage: optional(nullable(Usage))
@@ -360,6 +362,8 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   const thinking = new Map<number, ThinkingBlock>()
   let ordinal = 0
   let stopReason: string | undefined
+  // the model `message_start` names
+  let model: string | undefined
   let inputTokens: number | undefined
   let outputTokens: number | undefined
   let truncated: TransportError.TransportError | undefined
@@ -465,6 +469,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       case "message_start": {
         const message = event.message
         if (message === undefined || message === null) break
+        model = Internal.modelOf(message.model)
         usageFrom(message.usage)
         if (typeof message.stop_reason === "string") stopReason = message.stop_reason
         // A message may arrive whole in `message_start` (programmatic tool calling): its blocks are complete.
@@ -550,7 +555,8 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
           ...Internal.finishEvents(
             usage,
             stopReason === undefined ? "other" : finishReason(stopReason),
-            stopReason ?? "unknown"
+            stopReason ?? "unknown",
+            model
           )
         )
         break

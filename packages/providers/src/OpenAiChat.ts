@@ -91,6 +91,8 @@ const ErrorObject = Schema.Struct({
 })
 
 const ChatChunkStruct = Schema.Struct({
+  // not checked: read when it is a string (the model that served the reply)
+  model: optional(Schema.Unknown),
   choices: optional(nullable(Schema.Array(Choice))),
   usage: optional(nullable(Usage)),
   error: optional(nullable(ErrorObject))
@@ -306,11 +308,13 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   const calls = new Map<number, PendingCall>()
   let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
   let usage: Generation.Usage | undefined
+  // the model the chunks name
+  let model: string | undefined
   let done = false
 
   const terminal = (): Generation.GenerationEvent => {
     done = true
-    return Generation.Finish(finish!)
+    return Internal.finish(finish!.reason, finish!.providerReason, model)
   }
 
   const completeCalls = (): Either.Either<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
@@ -337,6 +341,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       return undefined
     }
     const chunk = event
+    if (model === undefined) model = Internal.modelOf(chunk.model)
     if (chunk.error !== undefined && chunk.error !== null) {
       if (finish !== undefined) {
         out.push(terminal())

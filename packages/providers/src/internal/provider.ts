@@ -199,17 +199,38 @@ export const truncatedArguments = (
   })
 
 /**
- * The three events a terminal may end with: usage when known, then `Finish`.
+ * The events a terminal ends with: usage when known, then `Finish`, naming the `model` the response named.
  *
  * @internal
  */
 export const finishEvents = (
   usage: Generation.Usage | undefined,
   reason: Generation.FinishReason,
-  providerReason: string
+  providerReason: string,
+  model: string | undefined
 ): Array<Generation.GenerationEvent> => {
   const out: Array<Generation.GenerationEvent> = []
   if (usage !== undefined) out.push(Generation.UsageEvent({ usage }))
-  out.push(Generation.Finish({ reason, providerReason }))
+  out.push(finish(reason, providerReason, model))
   return out
 }
+
+/**
+ * A `Finish`, with `model` only when the response named one.
+ *
+ * @internal
+ */
+export const finish = (
+  reason: Generation.FinishReason,
+  providerReason: string,
+  model: string | undefined
+): Generation.GenerationEvent =>
+  Generation.Finish(model === undefined ? { reason, providerReason } : { reason, providerReason, model })
+
+/**
+ * The model a response names, when it names one: a non-empty string (anything else is not read).
+ *
+ * @internal
+ */
+export const modelOf = (value: unknown): string | undefined =>
+  typeof value === "string" && value.length > 0 ? value : undefined
