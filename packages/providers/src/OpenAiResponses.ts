@@ -1028,6 +1028,7 @@ export const makeVariant =
       const pollInterval = pollIntervalOf(options)
       return Provider.make({
         protocol: variant.protocol,
+        endpoint: plain.endpoint,
         open: (request) =>
           request.background === true
             ? Provider.fromStream(backgroundStream(variant, client, settings, pollInterval, spec(request), request))

@@ -22,7 +22,7 @@ import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import * as RequestChecks from "./requestChecks.js"
 import * as Send from "./send.js"
-import type { Settings } from "./settings.js"
+import * as Settings from "./settings.js"
 import * as SseInternal from "./sse.js"
 
 /**
@@ -46,7 +46,7 @@ export interface Decoder<Ev> {
 export const makeService = <Ev>(options: {
   readonly protocol: string
   readonly client: HttpClient.HttpClient
-  readonly settings: Settings
+  readonly settings: Settings.Settings
   readonly request: (request: Generation.GenerationRequest) => Send.RequestSpec
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
 }): Provider.Service => {
@@ -60,6 +60,7 @@ export const makeService = <Ev>(options: {
     : Deadlines.make(options.settings.firstTokenTimeout)
   return Provider.make({
     protocol: options.protocol,
+    endpoint: Settings.publicBase(options.settings.baseUrl, options.settings.scrub),
     open: (request) => {
       // The request checked, mapped and encoded by its first attempt and sent again as it is by every replay.
       let prepared: Send.Prepared | undefined

@@ -63,6 +63,17 @@ export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOp
 }
 
 /**
+ * The base URL as the provider names it (`Provider.Service.endpoint`, which names a route's circuit): its origin and
+ * path, trailing slashes ignored, without userinfo, query or fragment, scrubbed of the key.
+ *
+ * @internal
+ */
+export const publicBase = (baseUrl: string, scrub: (text: string) => string): string => {
+  const url = new URL(baseUrl)
+  return scrub(`${url.origin}${url.pathname.replace(/\/+$/, "")}`)
+}
+
+/**
  * The URL of a protocol's endpoint: `path` appended to the base URL's path, trailing slashes ignored, and the base
  * URL's query kept (`https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21` with `/chat/completions`
  * is `…/openai/deployments/d/chat/completions?api-version=2024-10-21`). The base has no fragment (`settings`).
