@@ -80,7 +80,7 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel with a 
   it.effect("layerPlan: the same, from a Routes.Plan", () =>
     servedBySecond.pipe(Effect.provide(viaPlan), Effect.provide(exactBackoff), fresh))
 
-  it.effect("layer built where a Routes layer is provided follows that plan; a caller's plan is not followed", () =>
+  it.scoped("layer built where a Routes layer is provided follows that plan; a caller's plan is not followed", () =>
     Effect.gen(function*() {
       const sim = yield* Simulator.Simulator
       const planLayer = HttpProvider.layerRoutes([...specs(sim)])
@@ -95,10 +95,12 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel with a 
           HttpProvider.layerUndici("openai-chat", { apiKey: Redacted.make(KEY), baseUrl: sim.baseUrl("openai-chat") })
         )
       )
+      const built = yield* Layer.build(plain)
       const exit = yield* Effect.exit(
-        LanguageModel.generateText({ prompt: "hello" }).pipe(Effect.provide(plain), Effect.provide(planLayer))
+        LanguageModel.generateText({ prompt: "hello" }).pipe(Effect.provide(built), Effect.provide(planLayer))
       )
       assert.strictEqual(exit._tag, "Failure")
+      assert.strictEqual(yield* sim.count("openai-chat"), 1)
       assert.strictEqual(yield* sim.count("anthropic"), 0)
     }).pipe(Effect.provide(exactBackoff), fresh))
 })
