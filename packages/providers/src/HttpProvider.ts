@@ -8,8 +8,13 @@
  *
  * ```ts
  * const plan = HttpProvider.layerRoutes([
- *   { protocol: "openai-chat", model: "gpt-4.1", apiKey: Redacted.make(openAiKey) },
- *   { protocol: "anthropic", model: "claude-sonnet-4-5", apiKey: Redacted.make(anthropicKey), attempts: 1 }
+ *   { protocol: "openai-chat", model: "gpt-4.1", apiKey: Redacted.make(process.env.OPENAI_API_KEY!) },
+ *   {
+ *     protocol: "anthropic",
+ *     model: "claude-sonnet-4-5",
+ *     apiKey: Redacted.make(process.env.ANTHROPIC_API_KEY!),
+ *     attempts: 1
+ *   }
  * ])
  * ```
  *
