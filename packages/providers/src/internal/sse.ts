@@ -489,7 +489,8 @@ const jsonInsteadOfStream = (
  * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
  * event and a timer per event cost far more than the decoding itself. The body is read by one pull (`Body.pull`), not
  * through stream stages: its end, its failure and the machine's end are handled here. On an idle timeout (see the
- * module's description) reading stops at once, the body is closed, and `machine.end` gets the `Timeout`. A body that
+ * module's description) reading stops at once, the body is closed, and `machine.end` gets the `Timeout`; so it does
+ * when the attempt's first-token deadline (`Held.token`) passed before an event of content. A body that
  * fails mid-read is `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over
  * `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are
  * counted: past `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then
@@ -685,7 +686,9 @@ const steps = <Ev>(
     // stepped where they are, then let go: nothing feeds the parser while they are stepped, so they need no copy
     const { failure, progressed } = stepAll(pending, settings, decode, machine, out)
     pending.length = 0
-    if (held.token !== undefined && !held.token.timedOut && (machine.done() || out.some(isContent))) {
+    // the first token came (or the reply ended without one): its deadline no longer applies, even if it passed as
+    // this read came in (the wait it abandoned is then waited again)
+    if (held.token !== undefined && (machine.done() || out.some(isContent))) {
       Deadlines.disarm(held.tokens!, held.token)
       held.token = undefined
     }
