@@ -19,7 +19,7 @@ import type * as SimulatorScript from "./SimulatorScript.js"
  */
 export interface Closure {
   readonly by: "client" | "server"
-  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
+  /** Milliseconds of the simulator's `Clock` (epoch on the real clock), with its sub-millisecond precision. */
   readonly at: number
   /** Response body bytes written before the end, keepalive comments included. */
   readonly bytesWritten: number
@@ -68,7 +68,7 @@ export interface RecordedRequest {
   readonly headers: Readonly<Record<string, string>>
   /** The parsed JSON body; the raw text when it is not JSON; undefined when empty. */
   readonly body: unknown
-  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
+  /** Milliseconds of the simulator's `Clock` (epoch on the real clock), with its sub-millisecond precision. */
   readonly receivedAt: number
   /**
    * The kind of step served (`stream` for a default reply); undefined without a route, for polls and cancels (they

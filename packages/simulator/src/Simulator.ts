@@ -21,8 +21,9 @@
  * Use it as a scoped {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`).
  * Its timers (stalls, drips, keepalives, slow first tokens) run on the real clock even under `TestClock`, because
  * they pace real sockets; every one of them ends when the client disconnects or the simulator's scope closes,
- * which also destroys open sockets. A model's `outage` is the exception: it is a span of the `Clock` of the context
- * the simulator was made in, from when the script was set, so a test under `TestClock` steps through a long outage
+ * which also destroys open sockets. What the simulator records and measures is on the `Clock` of the context it was
+ * made in: a request's arrival and its exchange's end (`receivedAt`, `closed.at`) and a model's `outage`, a span from
+ * when the script was set. A test under `TestClock` reads its records on that clock and steps through a long outage
  * with `TestClock.adjust` (`reprise simulate` runs on the real clock).
  *
  * @since 0.1.0
@@ -240,7 +241,7 @@ const acquireServer = (host: string, port: number) =>
   )
 
 /** Epoch milliseconds from the clock's nanoseconds: records keep sub-millisecond precision for latency measurements. */
-const preciseMillis = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos) / 1_000_000)
+const preciseMillis = (clock: Clock.Clock) => Effect.map(clock.currentTimeNanos, (nanos) => Number(nanos) / 1_000_000)
 
 const parseBody = (text: string): unknown => {
   if (text.length === 0) return undefined
@@ -330,7 +331,7 @@ export const make = (options: Options = {}): Effect.Effect<
       closed: Deferred.Deferred<Omit<Closure, "at">>
     ) =>
       Effect.gen(function*() {
-        const receivedAt = yield* preciseMillis
+        const receivedAt = yield* preciseMillis(clock)
         const method = req.method ?? "GET"
         const path = req.url ?? "/"
         const requestUrl = new URL(path, "http://127.0.0.1")
@@ -379,7 +380,7 @@ export const make = (options: Options = {}): Effect.Effect<
           )
         }
         const end = yield* Deferred.await(closed)
-        const closure: Closure = { ...end, at: yield* preciseMillis }
+        const closure: Closure = { ...end, at: yield* preciseMillis(clock) }
         store.close(record.id, closure)
         yield* bump
         yield* log(`request ${record.id} closed by ${closure.by} after ${closure.bytesWritten} body bytes`)
