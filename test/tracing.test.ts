@@ -4,14 +4,20 @@
  * layers and undici against the loopback simulator. Every wait runs under TestClock.
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { assert, describe, it } from "@effect/vitest"
 import { SpanStatusCode } from "@opentelemetry/api"
 import { type DataPoint, type Histogram, MetricReader, type ResourceMetrics } from "@opentelemetry/sdk-metrics"
 import { InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as Budget from "@reprise/core/Budget"
+import * as Circuit from "@reprise/core/Circuit"
+import * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
+import * as Recovery from "@reprise/core/Recovery"
+import * as Routes from "@reprise/core/Routes"
+import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Simulator from "@reprise/simulator/Simulator"
-import { Duration, Effect, Fiber, Layer, TestClock } from "effect"
+import { Duration, Effect, Fiber, Layer, Redacted, TestClock } from "effect"
 import {
   awaitSleepUntil,
   committed,
@@ -364,5 +370,44 @@ describe("resume (openai-responses background mode)", () => {
       assert.deepStrictEqual(points.get("reprise.resumes")!.map((p) => [p.attributes.mode, p.value]), [["stream", 1]])
       assert.isUndefined(points.get("reprise.response_cancels"))
     }).pipe(Effect.provide(Layer.mergeAll(simulator, backoff, layer)))
+  })
+})
+
+describe("routes: spans", () => {
+  it.effect("each attempt's span names its route and model; the reply's names the route that served", () => {
+    const { exporter, layer } = telemetry()
+    return Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      yield* sim.setScript({
+        routes: {
+          "openai-chat": { steps: [{ kind: "status", status: 401 }] },
+          anthropic: { reply: { text: "from the fallback" }, steps: [{ kind: "stream" }] }
+        }
+      })
+      const routeOf = (protocol: "openai-chat" | "anthropic", model: string) =>
+        Effect.map(
+          HttpProvider.make(protocol, { apiKey: Redacted.make(KEY), baseUrl: sim.baseUrl(protocol) }),
+          (provider): Routes.Route => ({ provider, model })
+        )
+      const plan = Routes.make(yield* routeOf("openai-chat", "primary-model"), yield* routeOf("anthropic", "claude-x"))
+      const reply = yield* Recovery.generate({ model: "primary-model", messages: [Message.user("hello")] }).pipe(
+        Effect.provide(Layer.merge(Routes.layer(plan), Circuit.layerMemory()))
+      )
+      assert.strictEqual(reply.text, "from the fallback")
+      const spans = exporter.getFinishedSpans()
+      const attempts = spans.filter((s) => s.name === "reprise.attempt")
+      assert.deepStrictEqual(
+        attempts.map((a) => [a.attributes["reprise.route.index"], a.attributes["gen_ai.request.model"]]),
+        [[1, "primary-model"], [2, "claude-x"]]
+      )
+      assert.strictEqual(attempts[0]!.attributes["reprise.outcome"], "switched")
+      assert.strictEqual(attempts[0]!.attributes["reprise.route.switch_reason"], "Rejected")
+      const [replySpan] = spans.filter((s) => s.name === "reprise.reply")
+      assert.strictEqual(replySpan!.attributes["reprise.route.index"], 2)
+      assert.strictEqual(replySpan!.attributes["reprise.route"], "anthropic claude-x")
+      assert.strictEqual(replySpan!.attributes["gen_ai.response.model"], reply.model)
+    }).pipe(
+      Effect.provide(Layer.mergeAll(simulator, layer, NodeHttpClient.layerUndici))
+    )
   })
 })

@@ -11,7 +11,12 @@
  *
  * Settings are read per call: `BudgetSettings`, `PolicySettings`, `RecoveryNotifications`, `OverflowStrategy` and
  * {@link CurrentPreviews} provided where the call runs win over those the layer was built with, which win over the
- * defaults. The provider is always the layer's.
+ * defaults. The provider is always the layer's, and so is the plan of routes.
+ *
+ * A plan of routes (`Routes` of `@reprise/core`: providers and models tried in order, a route left only before
+ * commit) is followed when the model is built with one: {@link layerPlan} from a `Routes.Plan`, {@link layerRoutes}
+ * from the routes' HTTP options, or {@link layer} built where a `Routes` layer is provided. The response metadata
+ * names the model that served (`modelId`), and the finish part's `metadata.reprise.route` the route.
  *
  * @since 0.1.0
  */
@@ -29,6 +34,7 @@ import * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryError from "@reprise/core/RecoveryError"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
+import * as Routes from "@reprise/core/Routes"
 import * as TransportError from "@reprise/core/TransportError"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
@@ -153,15 +159,21 @@ const build = (
   provider: Provider.Service,
   built: Context.Context<never>,
   options: Options,
-  endpoint: Endpoint
+  endpoint: Endpoint,
+  plan: Option.Option<Routes.Plan>
 ): Effect.Effect<LanguageModel.Service> => {
   if (options.previews !== undefined) holdChars(options.previews)
   const layerContext = options.previews === undefined
     ? built
     : Context.add(built, CurrentPreviews, options.previews)
-  // what the caller provides wins over what the layer was built with; the provider is always the layer's
+  // what the caller provides wins over what the layer was built with; the provider and the plan are always the
+  // layer's (a caller's plan is not followed by a model built without one)
+  const withPlan: (context: Context.Context<never>) => Context.Context<never> = Option.match(plan, {
+    onNone: () => (context) => Context.omit(Routes.Routes)(context) as Context.Context<never>,
+    onSome: (plan) => (context) => Context.add(context, Routes.Routes, plan) as Context.Context<never>
+  })
   const contextFor = (caller: Context.Context<never>): Context.Context<never> =>
-    Context.add(Context.merge(layerContext, caller), Provider.Provider, provider) as Context.Context<never>
+    withPlan(Context.add(Context.merge(layerContext, caller), Provider.Provider, provider) as Context.Context<never>)
   const provide = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E> =>
     Effect.mapInputContext(effect, contextFor as (caller: Context.Context<never>) => Context.Context<R>)
   const provideStream = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E> =>
@@ -303,8 +315,9 @@ const build = (
 }
 
 /**
- * The `LanguageModel` over the `Provider` in context. The context it is built in (a `Budget.layer`, a
- * `Policy.layer`, notifications…) is its default for every call.
+ * The `LanguageModel` over the `Provider` in context, following the plan of routes in context when there is one
+ * (`Routes.layer` provides both). The context it is built in (a `Budget.layer`, a `Policy.layer`, notifications…) is
+ * its default for every call.
  *
  * @since 0.1.0
  * @category constructors
@@ -312,8 +325,9 @@ const build = (
 export const make = (options: Options): Effect.Effect<LanguageModel.Service, never, Provider.Provider> =>
   Effect.gen(function*() {
     const provider = yield* Provider.Provider
+    const plan = yield* Effect.serviceOption(Routes.Routes)
     const built = yield* Effect.context<never>()
-    return yield* build(provider, built, options, { url: `reprise:${provider.protocol}`, urlParams: [] })
+    return yield* build(provider, built, options, { url: `reprise:${provider.protocol}`, urlParams: [] }, plan)
   })
 
 /**
@@ -325,6 +339,45 @@ export const make = (options: Options): Effect.Effect<LanguageModel.Service, nev
  */
 export const layer = (options: Options): Layer.Layer<LanguageModel.LanguageModel, never, Provider.Provider> =>
   Layer.effect(LanguageModel.LanguageModel, make(options))
+
+/**
+ * The options of a model that follows a plan: those of {@link Options}, the model defaulting to the primary route's
+ * (each route asks for its own model).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlanOptions extends Omit<Options, "model"> {
+  /** The model the request names before a route replaces it; default the primary route's. */
+  readonly model?: string | undefined
+}
+
+/**
+ * `LanguageModel.LanguageModel` following `plan`: every call generates through `Recovery.generate` with the plan
+ * (`Routes.layer`), its primary's provider as the `Provider`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPlan = (
+  plan: Routes.Plan,
+  options: PlanOptions = {}
+): Layer.Layer<LanguageModel.LanguageModel> =>
+  layer({ ...options, model: options.model ?? plan.routes[0].model }).pipe(Layer.provide(Routes.layer(plan)))
+
+/**
+ * `LanguageModel.LanguageModel` following a plan of HTTP routes, in order, over one undici client
+ * (`HttpProvider.layerRoutes`), e.g.
+ * `layerRoutes([{ protocol: "openai-chat", model: "gpt-4.1", apiKey }, { protocol: "anthropic", model, apiKey }])`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerRoutes = (
+  routes: readonly [HttpProvider.RouteSpec, ...Array<HttpProvider.RouteSpec>],
+  options: PlanOptions = {}
+): Layer.Layer<LanguageModel.LanguageModel> =>
+  layer({ ...options, model: options.model ?? routes[0].model }).pipe(Layer.provide(HttpProvider.layerRoutes(routes)))
 
 /**
  * @since 0.1.0
@@ -388,7 +441,8 @@ export const layerConfig = (
         provider,
         built,
         { model, maxTokens: options.maxTokens, previews: options.previews, background: options.background },
-        endpointOf(protocol, resolved.baseUrl ?? ProviderOptions.defaultBaseUrl(protocol))
+        endpointOf(protocol, resolved.baseUrl ?? ProviderOptions.defaultBaseUrl(protocol)),
+        Option.none()
       )
     })
   )

@@ -8,12 +8,14 @@
  * | `Reply.text` / `TextDelta` | `text` | `text-start`, `text-delta`…, `text-end` (at commit) |
  * | `ToolCallDelta` | — | `tool-params-start`, `tool-params-delta`…, `tool-params-end` (at commit) |
  * | `Reply.toolCalls` / `ToolCallComplete` | `tool-call` (`providerExecuted: false`) | `tool-call`, at commit only |
+ * | `Reply.model` (the model the provider named in its response) | `response-metadata` (`modelId`) | `response-metadata`, at commit |
  * | `Reply.finishReason`, `usage`, `attempts` | `finish` | `finish`, at commit |
  *
  * Finish reasons: `stop` → `stop`, `tool_calls` → `tool-calls`, `length` → `length`, `content_filter` →
  * `content-filter`, `other` → `other`. Usage: `inputTokens`, `outputTokens` and their sum as `totalTokens`; all
  * `undefined` when the provider reported none. The finish part's `metadata.reprise` holds `attempts` (physical sends
- * of the reply), `providerFinishReason` and `protocol`.
+ * of the reply), `providerFinishReason` and `protocol`, and `route` (`{index, name, model}`) when the reply was served
+ * by a plan of routes (see `Routes`). A reply whose response named no model has no `response-metadata` part.
  *
  * The reasoning part of `generateText` carries the reply's protocol-tagged reasoning parts (Anthropic thinking blocks
  * with their signatures, redacted thinking, Responses reasoning items with their encrypted content) in
@@ -71,9 +73,24 @@ export const finishPart = (reply: Generation.Reply, protocol: string): Response.
   reason: finishReason(reply.finishReason),
   usage: usage(reply.usage),
   metadata: {
-    reprise: { attempts: reply.attempts, providerFinishReason: reply.providerFinishReason, protocol }
+    reprise: {
+      attempts: reply.attempts,
+      providerFinishReason: reply.providerFinishReason,
+      protocol,
+      ...(reply.route === undefined ? {} : { route: { ...reply.route } })
+    }
   }
 })
+
+/**
+ * The `response-metadata` part of a committed reply: the model the provider named in its response (`modelId`), or
+ * nothing when it named none.
+ *
+ * @since 0.1.0
+ * @category mapping
+ */
+export const metadataParts = (reply: Generation.Reply): Array<Response.ResponseMetadataPartEncoded> =>
+  reply.model === undefined ? [] : [{ type: "response-metadata", modelId: reply.model }]
 
 /**
  * The tool-call parts of a committed reply, in order.
@@ -91,8 +108,8 @@ export const toolCallParts = (reply: Generation.Reply): Array<Response.ToolCallP
   }))
 
 /**
- * The parts `generateText` returns for a committed reply: reasoning, text, tool calls, finish (empty reasoning
- * and text are left out).
+ * The parts `generateText` returns for a committed reply: reasoning, text, tool calls, response metadata, finish
+ * (empty reasoning and text, and metadata without a model, are left out).
  *
  * @since 0.1.0
  * @category mapping
@@ -105,6 +122,7 @@ export const fromReply = (reply: Generation.Reply, protocol: string): Array<Resp
   } else if (reply.reasoning.length > 0) parts.push({ type: "reasoning", text: reply.reasoning })
   if (reply.text.length > 0) parts.push({ type: "text", text: reply.text })
   parts.push(...toolCallParts(reply))
+  parts.push(...metadataParts(reply))
   parts.push(finishPart(reply, protocol))
   return parts
 }

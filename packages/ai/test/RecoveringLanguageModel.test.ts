@@ -67,7 +67,10 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel against
           assert.strictEqual(response.text, "the committed answer")
           assert.strictEqual(response.finishReason, "stop")
           assert.strictEqual(attemptsOf(response.content.find((p) => p.type === "finish")), 2)
-          assert.deepStrictEqual(response.content.map((p) => p.type), ["text", "finish"])
+          assert.deepStrictEqual(response.content.map((p) => p.type), ["text", "response-metadata", "finish"])
+          // the model the provider named in its response (the simulator names the one asked for)
+          const metadata = response.content.find((p) => p.type === "response-metadata")
+          assert.deepStrictEqual(metadata?.type === "response-metadata" && metadata.modelId, Option.some("sim-model"))
           assert.strictEqual(yield* sim.count(protocol), 2)
           const notes = yield* rec.notes
           assert.deepStrictEqual(outline(notes), replayedOnce)
@@ -86,6 +89,7 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel against
           assert.deepStrictEqual(parts.map((p) => p.type).filter((t) => t !== "text-delta"), [
             "text-start",
             "text-end",
+            "response-metadata",
             "finish"
           ])
           assert.strictEqual(attemptsOf(parts.at(-1) as Response.FinishPart), 2)

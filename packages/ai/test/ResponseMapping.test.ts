@@ -32,6 +32,33 @@ describe("ResponseMapping", () => {
     ])
   })
 
+  it("the served model is the response metadata's modelId; the route is on the finish's metadata", () => {
+    const served = new Generation.Reply({
+      ...reply,
+      model: "claude-sonnet-4-5-20250929",
+      route: { index: 2, name: "anthropic claude-sonnet-4-5", model: "claude-sonnet-4-5" }
+    })
+    const parts = ResponseMapping.fromReply(served, "anthropic")
+    assert.deepStrictEqual(types(parts), ["reasoning", "text", "tool-call", "response-metadata", "finish"])
+    assert.deepStrictEqual(parts[3], { type: "response-metadata", modelId: "claude-sonnet-4-5-20250929" })
+    assert.deepStrictEqual(parts[4], {
+      type: "finish",
+      reason: "tool-calls",
+      usage: { inputTokens: 10, outputTokens: 4, totalTokens: 14 },
+      metadata: {
+        reprise: {
+          attempts: 2,
+          providerFinishReason: "tool_use",
+          protocol: "anthropic",
+          route: { index: 2, name: "anthropic claude-sonnet-4-5", model: "claude-sonnet-4-5" }
+        }
+      }
+    })
+    // streamText shows them at the commit, the finish last
+    const attempt = new AttemptParts(1, 0)
+    assert.deepStrictEqual(types(attempt.commit(served, "anthropic")).slice(-2), ["response-metadata", "finish"])
+  })
+
   it("finish reasons and missing usage", () => {
     assert.deepStrictEqual(
       (["stop", "tool_calls", "length", "content_filter", "other"] as const).map(ResponseMapping.finishReason),

@@ -107,12 +107,26 @@ const simulate = Command.make(
     script: Options.text("script").pipe(
       Options.optional,
       Options.withDescription("fault script (JSON)")
+    ),
+    scenarios: Options.choice("scenarios", ["failoverbench"]).pipe(
+      Options.optional,
+      Options.withDescription("serve a scenario catalogue by model name instead of a script")
+    ),
+    profile: Options.choice("profile", ["full", "fast"]).pipe(
+      Options.optional,
+      Options.withDescription("the catalogue's timings: full (default) or fast")
     )
   },
-  ({ port, script }) =>
+  ({ port, profile, scenarios, script }) =>
     exported(Effect.flatMap(
       Effect.promise(() => import("./Simulate.js")),
-      (Simulate) => Effect.interruptible(Simulate.run({ port, script: Option.getOrUndefined(script) }))
+      (Simulate) =>
+        Effect.interruptible(Simulate.run({
+          port,
+          script: Option.getOrUndefined(script),
+          scenarios: Option.getOrUndefined(scenarios),
+          profile: Option.getOrUndefined(profile)
+        }))
     ))
 ).pipe(Command.withDescription("run the loopback fault simulator in the foreground"))
 

@@ -16,6 +16,10 @@
  *   through {@link Resumption}: a failed attempt of such a response is continued by the next attempt, which keeps
  *   the preview and adds what follows it, instead of being replayed; a response recovery leaves behind is cancelled
  *   on the server, once, waiting at most 2 s for its answer (docs/resume.md).
+ * - With a plan of routes ({@link Routes}) in the context, {@link generate} follows it: the reply starts on the primary
+ *   and moves to the next route, only while nothing is committed, when the failure is one the next route may not share
+ *   (transient past the route's limit or with its circuit open, a timeout, a second malformed chunk, 401/403/404, a
+ *   quota refusal, an overflow for a larger window); one budget covers every route (docs/routes.md).
  * - With {@link Pacing} provided, each attempt first waits for its turn of the event loop.
  * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
  *   classified.
@@ -24,9 +28,11 @@
  *
  * @since 0.1.0
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -45,6 +51,7 @@ import type * as RecoveryErrorFamily from "./RecoveryError.js"
 import * as RecoveryNotifications from "./RecoveryNotifications.js"
 import * as Telemetry from "./RecoveryTelemetry.js"
 import type * as Resumption from "./Resumption.js"
+import * as Routes from "./Routes.js"
 
 /**
  * Everything a recovery scope may fail with: a failure that was not replayed (surfaced unchanged, with
@@ -140,8 +147,10 @@ export const runOpen = <E extends ProviderFailure.ProviderFailure | Budget.Budge
   Engine.reply(open, options, Telemetry.meters(undefined))
 
 /**
- * Runs one generation through the current {@link Provider.Provider} with recovery. The reply's span carries the
- * GenAI attributes (`gen_ai.system`, `gen_ai.request.model`, …) and its metrics are tagged with `gen_ai.system`.
+ * Runs one generation through the current {@link Provider.Provider} with recovery; with a plan of routes in the
+ * context ({@link Routes.Routes}), along the plan instead: each route asked for its own model, a route left only
+ * before commit (see {@link Routes}). The reply's span carries the GenAI attributes (`gen_ai.system`,
+ * `gen_ai.request.model`, … of the primary) and its metrics are tagged with `gen_ai.system`.
  *
  * @since 0.1.0
  * @category recovery
@@ -150,20 +159,26 @@ export const generate = <RH = never>(
   request: Generation.GenerationRequest,
   options: Options<RH> = {}
 ): Effect.Effect<Generation.Reply, RecoveryError, Provider.Provider | RH> =>
-  Effect.flatMap(Provider.Provider, (provider) => {
+  Effect.flatMap(Effect.context<Provider.Provider>(), (context) => {
+    const plan = Context.getOption(context, Routes.Routes)
+    const provider = Option.isSome(plan) ? plan.value.routes[0].provider : Context.get(context, Provider.Provider)
+    const model = Option.isSome(plan) ? plan.value.routes[0].model : request.model
     const system = Telemetry.systemOf(provider.protocol)
     const A = Telemetry.Attribute
-    return Engine.reply(provider.open(request), {
+    const spanned: Options<RH> = {
       ...options,
       spanAttributes: {
         [A.system]: system,
         [A.operation]: "chat",
         [A.protocol]: provider.protocol,
-        [A.requestModel]: request.model,
+        [A.requestModel]: model,
         ...(request.maxTokens === undefined ? {} : { [A.requestMaxTokens]: request.maxTokens }),
         ...options.spanAttributes
       }
-    }, Telemetry.meters(system))
+    }
+    return Option.isSome(plan)
+      ? Engine.replyRouted(plan.value, request, spanned, Telemetry.meters(system))
+      : Engine.reply(provider.open(request), spanned, Telemetry.meters(system))
   })
 
 /**

@@ -41,7 +41,12 @@ import type * as Routes from "./Routes.js"
  * @category models
  */
 export type Notification = Data.TaggedEnum<{
-  AttemptStarted: { readonly attempt: number; readonly maxAttempts: number }
+  AttemptStarted: {
+    readonly attempt: number
+    readonly maxAttempts: number
+    /** With a plan of routes (see `Routes`): the route the attempt is sent to. */
+    readonly route?: Generation.RouteRef | undefined
+  }
   /**
    * The send `attempt` continues response `responseId` after its event `fromSequence`: what was previewed stays,
    * and this attempt's previews come after it (`mode`: streaming the events again, or polling the response).

@@ -57,6 +57,8 @@ export const Attribute = {
   inputTokens: "gen_ai.usage.input_tokens",
   outputTokens: "gen_ai.usage.output_tokens",
   finishReasons: "gen_ai.response.finish_reasons",
+  /** On a committed reply and attempt: the model the provider named in its response. */
+  responseModel: "gen_ai.response.model",
   // OpenTelemetry general and HTTP conventions
   errorType: "error.type",
   httpStatus: "http.response.status_code",
@@ -68,7 +70,7 @@ export const Attribute = {
   /** On the reply span: the physical sends this reply made. */
   attempts: "reprise.attempts",
   /**
-   * `committed`, `retried`, `resumed` (the next attempt continues this attempt's response), `surfaced` (the
+   * `committed`, `retried`, `switched` (the next attempt goes to another route of the plan), `resumed` (the next attempt continues this attempt's response), `surfaced` (the
    * attempt's failure ended recovery), or `unsent` (nothing was sent: no attempt was left, or the request was refused
    * before its send).
    */
@@ -96,7 +98,13 @@ export const Attribute = {
   /** On an attempt that continues a response: the sequence number it continues after. */
   resumeFrom: "reprise.resume.from_sequence",
   /** On an attempt that continues a response: `stream` or `poll`. */
-  resumeMode: "reprise.resume.mode"
+  resumeMode: "reprise.resume.mode",
+  /** With a plan (see `Routes`), on an attempt and a committed reply: the route's place in the plan, from 1. */
+  routeIndex: "reprise.route.index",
+  /** With a plan, on an attempt and a committed reply: the route's display name. */
+  route: "reprise.route",
+  /** On an attempt whose failure left its route: why (`Transient`, `Timeout`, `Rejected`, …). */
+  routeSwitch: "reprise.route.switch_reason"
 } as const
 
 const counterKey = (name: string, description: string) => MetricKey.counter(name, { description, incremental: true })
@@ -126,6 +134,10 @@ const keys = {
   surfaced: counterKey(
     "reprise.surfaced",
     "Failures surfaced without replay, by error class"
+  ),
+  switches: counterKey(
+    "reprise.route.switches",
+    "Replies that left a route of their plan for the next one, by reason"
   ),
   committed: counterKey(
     "reprise.replies.committed",
@@ -289,6 +301,7 @@ export interface Meters {
   readonly cancels: (outcome: string) => Metric.Metric.Counter<number>
   readonly exhaustions: (reason: string) => Metric.Metric.Counter<number>
   readonly surfaced: (errorType: string) => Metric.Metric.Counter<number>
+  readonly switches: (reason: string) => Metric.Metric.Counter<number>
   readonly retryDelay: (source: string) => Metric.Metric.Histogram<number>
 }
 
@@ -327,6 +340,7 @@ export const meters = (system: string | undefined): Meters => {
     cancels: tagged(counter(keys.cancels), "outcome"),
     exhaustions: tagged(counter(keys.exhaustions), "reason"),
     surfaced: tagged(counter(keys.surfaced), Attribute.errorType),
+    switches: tagged(counter(keys.switches), "reason"),
     retryDelay: tagged(histogram(keys.retryDelay), "source")
   }
   metersBySystem.set(system, made)

@@ -34,8 +34,8 @@ import * as Context from "effect/Context"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as Generation from "./Generation.js"
-import * as Provider from "./Provider.js"
 import * as RouteFailureSchema from "./internal/routeFailure.js"
+import * as Provider from "./Provider.js"
 
 /**
  * One route: a provider (its protocol, endpoint and key are the provider's) and the model to ask it for.

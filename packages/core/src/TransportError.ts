@@ -12,8 +12,8 @@
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Family from "./internal/family.js"
-import * as Seconds from "./internal/seconds.js"
 import * as RouteFailure from "./internal/routeFailure.js"
+import * as Seconds from "./internal/seconds.js"
 
 /**
  * @since 0.1.0

@@ -22,6 +22,16 @@ export const keys = (name: string): { readonly budget: string; readonly pause: s
 })
 
 /**
+ * The Redis key of a route's circuit in a fleet: the fleet's hash tag and the first 32 hex digits of a SHA-256 of the
+ * route's key (`Routes.key`), which may hold spaces, URLs and any other character.
+ *
+ * @since 0.1.0
+ * @category keys
+ */
+export const circuitKey = (name: string, route: string): string =>
+  `reprise:fleet:{${name}}:circuit:${Crypto.createHash("sha256").update(route).digest("hex").slice(0, 32)}`
+
+/**
  * The channel on which a fleet's pause is announced: every pushback that sets or lengthens the pause publishes the
  * pause in force there (`<milliseconds left>:<status>`), and every process of the fleet follows it
  * (docs/fleet.md, "Following the pause").

@@ -9,12 +9,14 @@
  * | `REPRISE_FLEET_NAME` ({@link nameConfig}) | the name given to {@link config}, else required |
  * | `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`, `REPRISE_FLEET_WINDOW` (`RetryBudget.config`) | 0.2, 10, 10 s |
  * | `REPRISE_FLEET_TIMEOUT` ({@link timeoutConfig}, ms) | 200 |
+ * | `REPRISE_CIRCUIT_THRESHOLD`, `REPRISE_CIRCUIT_COOLDOWN` (`Circuit.config`, ms) | 3, 30000 |
  *
  * This module does not load the Redis client, so a program can read (and check) the settings before it decides to
  * connect.
  *
  * @since 0.1.0
  */
+import * as Circuit from "@reprise/core/Circuit"
 import * as Range from "@reprise/core/Range"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
@@ -45,6 +47,8 @@ export interface Options {
   readonly retryInterval?: Duration.DurationInput | undefined
   /** The longest pause one response's pushback may put on the fleet. Default 10 minutes. */
   readonly maxPause?: Duration.DurationInput | undefined
+  /** The settings of the fleet's circuits, over the `Circuit.CircuitSettings` in context (default 3 and 30 s). */
+  readonly circuit?: Partial<Circuit.Settings> | undefined
 }
 
 /**
@@ -123,10 +127,16 @@ export const timeoutConfig: Config.Config<Duration.Duration> = Range.integer(tim
 
 /**
  * The options of a fleet: {@link urlConfig}, {@link nameConfig} (with `name` as its default, when given),
- * `RetryBudget.config` and {@link timeoutConfig}.
+ * `RetryBudget.config`, {@link timeoutConfig} and the circuits' `Circuit.config`.
  *
  * @since 0.1.0
  * @category config
  */
 export const config = (name?: string | undefined): Config.Config<Options> =>
-  Config.all({ url: urlConfig, name: nameConfig(name), budget: RetryBudget.config, timeout: timeoutConfig })
+  Config.all({
+    url: urlConfig,
+    name: nameConfig(name),
+    budget: RetryBudget.config,
+    timeout: timeoutConfig,
+    circuit: Circuit.config
+  })

@@ -2,7 +2,8 @@
  * `MemoryFleet` shares the fleet's limits between the fibers of **one process** (a chat server running many
  * generations at once, a batch job with a worker pool): the same retry budget ({@link RetryBudget}) and the same
  * pause on server pushback as {@link RedisFleet}, kept in memory and timed by Effect's `Clock`, so `TestClock`
- * drives it in tests. Processes that must share limits use {@link RedisFleet}.
+ * drives it in tests. Processes that must share limits use {@link RedisFleet}. Its {@link layer} also provides
+ * circuits of its own (`Circuit.makeMemory`), as `RedisFleet.layer` provides the fleet's.
  *
  * ```ts
  * const program = Recovery.generate(request).pipe(Effect.provide(MemoryFleet.layer()))
@@ -10,8 +11,10 @@
  *
  * @since 0.1.0
  */
+import * as Circuit from "@reprise/core/Circuit"
 import * as FleetLimits from "@reprise/core/FleetLimits"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -29,6 +32,8 @@ export interface Options {
   readonly budget?: Partial<RetryBudget.Settings> | undefined
   /** The longest pause one response's pushback may set. Default 10 minutes. */
   readonly maxPause?: Duration.DurationInput | undefined
+  /** The settings of the layer's circuits, over the `Circuit.CircuitSettings` in context (default 3 and 30 s). */
+  readonly circuit?: Partial<Circuit.Settings> | undefined
 }
 
 interface State {
@@ -97,9 +102,17 @@ export const make = (options: Options = {}): Effect.Effect<FleetLimits.Service> 
   })
 
 /**
- * Provides `FleetLimits` with a fresh in-memory fleet: every recovery scope under the layer shares it.
+ * Provides `FleetLimits` with a fresh in-memory fleet, and `Circuit` and `CircuitSettings` with fresh circuits in
+ * memory: every recovery scope under the layer shares them. Throws a `RangeError` for invalid settings.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options = {}): Layer.Layer<never> => Layer.effect(FleetLimits.FleetLimits, make(options))
+export const layer = (options: Options = {}): Layer.Layer<never> =>
+  Layer.effectContext(Effect.gen(function*() {
+    const circuitSettings = Circuit.validateSettings({ ...(yield* Circuit.CircuitSettings), ...options.circuit })
+    return Context.make(FleetLimits.FleetLimits, yield* make(options)).pipe(
+      Context.add(Circuit.Circuit, Circuit.makeMemory(circuitSettings)),
+      Context.add(Circuit.CircuitSettings, circuitSettings)
+    )
+  }))

@@ -5,10 +5,19 @@
  * - one **retry budget** ({@link RetryBudget}): first attempts deposit, replays withdraw, and a replay the fleet
  *   cannot afford ends recovery at once with `RecoveryExhausted{reason: "FleetBudget"}`;
  * - one **pause**: a `Retry-After` (or `retry-after-ms`) seen by any process pauses the fleet until it ends, and
- *   every process waits it out before each send, within its own deadline.
+ *   every process waits it out before each send, within its own deadline;
+ * - one **circuit per route** (core's `Circuit`): the failures of every process count towards opening it, an open
+ *   circuit is skipped by every process, and after its cool-down exactly one send of the fleet is its probe.
  *
  * Each operation is one Lua script run atomically on the server and timed by the server's clock; the keys expire,
  * so an idle fleet leaves none. The per-reply `Budget` (attempts, deadline) applies on top.
+ *
+ * **Circuits.** {@link layer} provides `Circuit` and `CircuitSettings` with the fleet's limits. A route's circuit is
+ * one hash (`FleetAddress.circuitKey`: the fleet's hash tag and a hash of the route's key) holding its failures, the
+ * server time its cool-down ends and its probe's lease; it expires its cool-down plus one minute after its last
+ * write, so consecutive failures further apart than that do not add up, and a circuit nobody asks about is forgotten
+ * (closed). The semantics are `Circuit.makeMemory`'s. Each process also keeps its own circuits in memory, told of
+ * every outcome it reports: while Redis does not answer, they answer instead (docs/fleet.md, "Circuits").
  *
  * **Following the pause.** A second connection subscribes to the fleet's channel, where every pushback announces the
  * pause it sets. Once subscribed and synced by one read, the process answers `paused` and `deposit` from its copy: a
@@ -20,8 +29,9 @@
  * `timeout` (default 200 ms), building waits at most `connectTimeout`, every such wait is interruptible (so bounded
  * in an uninterruptible region too), the client does not queue commands while disconnected, and a connection that
  * reads more than 1 MiB of one reply is dropped. On a failure the process goes on with its local Budget alone
- * (replays allowed, no pause), reports it once (`FleetUnavailable`), tries Redis again every `retryInterval` (default
- * 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call succeeds again.
+ * (replays allowed, no pause) and its own circuits, reports it once (`FleetUnavailable`), tries Redis again every
+ * `retryInterval` (default 1 s) or as soon as the client has reconnected, and reports `FleetRestored` when a call
+ * succeeds again.
  *
  * ```ts
  * const fleet = RedisFleet.layer({ url: "redis://127.0.0.1:6379/0", name: "batch-2026-10" })
@@ -30,11 +40,13 @@
  *
  * @since 0.1.0
  */
+import * as Circuit from "@reprise/core/Circuit"
 import * as FleetLimits from "@reprise/core/FleetLimits"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -50,6 +62,7 @@ import { Redis } from "ioredis"
 import * as Crypto from "node:crypto"
 import * as FleetAddress from "./FleetAddress.js"
 import * as FleetOptions from "./FleetOptions.js"
+import * as Circuits from "./internal/circuit.js"
 import * as Pause from "./internal/pause.js"
 import * as PauseCopy from "./internal/pauseCopy.js"
 import * as ReadBound from "./internal/readBound.js"
@@ -107,13 +120,28 @@ const withdrawalOf = (reply: unknown): FleetLimits.Withdrawal | undefined => {
 }
 
 /**
- * Connects to Redis and returns the fleet's `FleetLimits`; the connection closes with the scope. Building never
- * fails: without Redis the process starts on its local Budget (see the module's "Faults").
+ * What one connection to a fleet gives: its limits, its circuits, and the settings of those circuits.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Fleet {
+  readonly limits: FleetLimits.Service
+  /** The circuits shared by every process of the fleet (see the module's "Circuits"). */
+  readonly circuit: Circuit.Service
+  readonly circuitSettings: Circuit.Settings
+}
+
+/**
+ * Connects to Redis and returns the fleet's limits and circuits, over one connection (and its subscriber); it closes
+ * with the scope. Building never fails: without Redis the process starts on its local Budget and its own circuits
+ * (see the module's "Faults"). The circuits' settings are `options.circuit` over the `CircuitSettings` in context.
+ * Throws a `RangeError` for invalid options.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<FleetLimits.Service, never, Scope.Scope> =>
+export const makeFleet = (options: Options): Effect.Effect<Fleet, never, Scope.Scope> =>
   Effect.gen(function*() {
     const problem = FleetAddress.urlProblem(options.url)
     if (problem !== undefined) {
@@ -121,6 +149,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     }
     if (options.name.length === 0) throw new RangeError("the fleet name must not be empty")
     const settings = RetryBudget.validateSettings({ ...RetryBudget.defaultSettings, ...options.budget })
+    const circuitSettings = Circuit.validateSettings({ ...(yield* Circuit.CircuitSettings), ...options.circuit })
     const timeout = positive("timeout", options.timeout, defaultTimeout)
     const connectTimeout = positive("connectTimeout", options.connectTimeout, Duration.seconds(1))
     const retryInterval = positive("retryInterval", options.retryInterval, Duration.seconds(1))
@@ -205,9 +234,17 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       (detail) => detail === undefined ? Effect.void : RecoveryNotifications.notify(N.FleetUnavailable({ detail }))
     )
 
-    /** Sends the script at once (EVALSHA; EVAL when the server lost its script cache, as a restarted one has). */
-    const run = (script: Scripts.Script, args: ReadonlyArray<string | number>): Promise<unknown> => {
-      const names = script.keys.map((key) => key === "budget" ? budget : pause)
+    /** The fleet's keys a script of the budget or the pause is given (a circuit's script is given its route's). */
+    const fleetKeys = (script: Scripts.Script) => script.keys.map((key) => key === "budget" ? budget : pause)
+    /**
+     * Sends the script on the keys `names` at once (EVALSHA; EVAL when the server lost its script cache, as a
+     * restarted one has).
+     */
+    const run = (
+      script: Scripts.Script,
+      args: ReadonlyArray<string | number>,
+      names: ReadonlyArray<string> = fleetKeys(script)
+    ): Promise<unknown> => {
       const sent = client.evalsha(script.sha, names.length, ...names, ...args).catch((error: unknown) =>
         errorText(error).startsWith("NOSCRIPT")
           ? client.eval(script.source, names.length, ...names, ...args)
@@ -272,24 +309,25 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
     })
 
     /**
-     * Runs a script within the timeout and decodes its reply; on any failure, answers `fallback` and marks the
-     * fleet unavailable.
+     * Runs a script on `keys` within the timeout and decodes its reply; on any failure, answers with `fallback` and
+     * marks the fleet unavailable.
      */
-    const call = <A>(
+    const callOn: Circuits.Call = <A>(
       script: Scripts.Script,
+      keys: ReadonlyArray<string>,
       args: ReadonlyArray<string | number>,
       decode: (reply: unknown) => A | undefined,
-      fallback: A
+      fallback: Effect.Effect<A>
     ): Effect.Effect<A> =>
       Effect.gen(function*() {
         const before = yield* Ref.get(health)
         if (!before.up && link.ready === before.readyCount && (yield* Clock.currentTimeMillis) < before.retryAt) {
           yield* reportOutage
-          return fallback
+          return yield* fallback
         }
         // interruptible, so that the timeout bounds it in an uninterruptible region too (see the connection's wait)
         const result = yield* Effect.interruptible(
-          Effect.tryPromise({ try: () => run(script, args), catch: unavailable }).pipe(
+          Effect.tryPromise({ try: () => run(script, args, keys), catch: unavailable }).pipe(
             Effect.flatMap((reply) => {
               const value = decode(reply)
               return value === undefined
@@ -313,8 +351,22 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
         const now = yield* Clock.currentTimeMillis
         yield* Ref.update(health, (h) => down(h, result.left.detail, now))
         yield* reportOutage
-        return fallback
+        return yield* fallback
       })
+    /** {@link callOn} the fleet's own keys (the script's), answering `fallback` on any failure. */
+    const call = <A>(
+      script: Scripts.Script,
+      args: ReadonlyArray<string | number>,
+      decode: (reply: unknown) => A | undefined,
+      fallback: A
+    ): Effect.Effect<A> =>
+      callOn(
+        script,
+        fleetKeys(script),
+        args,
+        decode,
+        Effect.succeed(fallback)
+      )
 
     /** A background call failed: the store is unavailable from now on. */
     const lost = (detail: string) =>
@@ -428,7 +480,7 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
       if (left > 0) yield* Effect.interruptible(Deferred.await(synced).pipe(Effect.timeout(left), Effect.ignore))
     }
 
-    return {
+    const limits: FleetLimits.Service = {
       // A first attempt's credit is sent at once and answered in the background: the send waits for nothing but a
       // pause the copy knows of. One connection keeps the order, so this process's replays are debited after it.
       // A failure marks the store unavailable, which the next call reports to its scope (as one within the retry
@@ -464,21 +516,54 @@ export const make = (options: Options): Effect.Effect<FleetLimits.Service, never
             }, noPause))
           })
       }
-    } satisfies FleetLimits.Service
+    }
+    const circuit = Circuits.make({
+      settings: circuitSettings,
+      keyOf: (route) => FleetAddress.circuitKey(options.name, route),
+      call: callOn
+    })
+    return { limits, circuit, circuitSettings }
   })
 
 /**
- * Provides `FleetLimits` with the Redis fleet of `options`, connected for the layer's lifetime.
+ * Connects to Redis and returns the fleet's `FleetLimits` ({@link makeFleet}'s limits).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: Options): Effect.Effect<FleetLimits.Service, never, Scope.Scope> =>
+  Effect.map(makeFleet(options), (fleet) => fleet.limits)
+
+/**
+ * Connects to Redis and returns the fleet's circuits ({@link makeFleet}'s circuit), over a connection of their own.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeCircuit = (options: Options): Effect.Effect<Circuit.Service, never, Scope.Scope> =>
+  Effect.map(makeFleet(options), (fleet) => fleet.circuit)
+
+/**
+ * Provides `FleetLimits`, `Circuit` and `CircuitSettings` with the Redis fleet of `options` ({@link makeFleet}),
+ * connected for the layer's lifetime: every process of the fleet shares its limits and its routes' circuits.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<never> => Layer.scoped(FleetLimits.FleetLimits, make(options))
+export const layer = (options: Options): Layer.Layer<never> =>
+  Layer.scopedContext(
+    Effect.map(makeFleet(options), (fleet) =>
+      Context.make(FleetLimits.FleetLimits, fleet.limits).pipe(
+        Context.add(Circuit.Circuit, fleet.circuit),
+        Context.add(Circuit.CircuitSettings, fleet.circuitSettings)
+      ))
+  )
 
 /**
  * The options of {@link layer} from `REPRISE_FLEET_URL` (required), `REPRISE_FLEET_NAME` (default: `name`, when
- * given), `REPRISE_FLEET_TIMEOUT` (ms, default 200) and the budget's `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`,
- * `REPRISE_FLEET_WINDOW`: `FleetOptions.config`, where each is declared.
+ * given), `REPRISE_FLEET_TIMEOUT` (ms, default 200), the budget's `REPRISE_FLEET_RATIO`, `REPRISE_FLEET_FLOOR`,
+ * `REPRISE_FLEET_WINDOW`, and the circuits' `REPRISE_CIRCUIT_THRESHOLD`, `REPRISE_CIRCUIT_COOLDOWN`:
+ * `FleetOptions.config`, where each is declared or named.
  *
  * @since 0.1.0
  * @category config

@@ -2,6 +2,8 @@
  * The `anthropic` protocol: Anthropic Messages (`POST {base}/v1/messages`, `x-api-key`, `anthropic-version`).
  *
  * - The terminal is `message_stop`; reading stops there. `ping` events are ignored and do not count as progress.
+ * - An event whose data is not JSON fails the attempt with a retryable `TransportError{reason: "MalformedChunk"}`; a
+ *   JSON event that does not match its schema is a permanent `ProviderRejection{reason: "MalformedStream"}`.
  * - `tool_use` input is assembled from `input_json_delta` per content block and parsed at the block's
  *   `content_block_stop` (a complete JSON boundary); a tool call announced whole in `message_start` or in
  *   `content_block_start` (no deltas) keeps the input given there. Input that is not complete JSON is never emitted:
@@ -98,6 +100,8 @@ const MessagesEventStruct = Schema.Struct({
   type: Schema.String,
   index: optional(nullable(Schema.Number)),
   message: optional(nullable(Schema.Struct({
+    // not checked: read when it is a string (the model that served the reply)
+    model: optional(Schema.Unknown),
     content: optional(nullable(Schema.Array(Block))),
     stop_reason: optional(nullable(Schema.String)),
     usage: optional(nullable(Usage))
@@ -358,6 +362,8 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   const thinking = new Map<number, ThinkingBlock>()
   let ordinal = 0
   let stopReason: string | undefined
+  // the model `message_start` names
+  let model: string | undefined
   let inputTokens: number | undefined
   let outputTokens: number | undefined
   let truncated: TransportError.TransportError | undefined
@@ -463,6 +469,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       case "message_start": {
         const message = event.message
         if (message === undefined || message === null) break
+        model = Internal.modelOf(message.model)
         usageFrom(message.usage)
         if (typeof message.stop_reason === "string") stopReason = message.stop_reason
         // A message may arrive whole in `message_start` (programmatic tool calling): its blocks are complete.
@@ -548,7 +555,8 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
           ...Internal.finishEvents(
             usage,
             stopReason === undefined ? "other" : finishReason(stopReason),
-            stopReason ?? "unknown"
+            stopReason ?? "unknown",
+            model
           )
         )
         break

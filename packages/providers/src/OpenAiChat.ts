@@ -9,6 +9,9 @@
  *   arguments are not complete JSON then fails the stream with `TruncatedToolArguments` (nested deeper than
  *   `ProviderOptions.maxNestingDepth`: a permanent `MalformedStream`) and is never emitted.
  * - An `{"error": {...}}` chunk is an in-band error classified by its code and type.
+ * - A chunk whose data is not JSON (other than `[DONE]`) fails the attempt with a retryable
+ *   `TransportError{reason: "MalformedChunk"}`; a JSON chunk that does not match the schema is a permanent
+ *   `ProviderRejection{reason: "MalformedStream"}`.
  * - `reasoning_content` / `reasoning` deltas are `ReasoningDelta`s, for display only: Chat Completions has no
  *   reasoning input, and providers that stream it (DeepSeek) ask not to send it back, so an assistant message's
  *   `reasoning` parts are never sent and no `ReasoningComplete` is emitted.
@@ -88,6 +91,8 @@ const ErrorObject = Schema.Struct({
 })
 
 const ChatChunkStruct = Schema.Struct({
+  // not checked: read when it is a string (the model that served the reply)
+  model: optional(Schema.Unknown),
   choices: optional(nullable(Schema.Array(Choice))),
   usage: optional(nullable(Usage)),
   error: optional(nullable(ErrorObject))
@@ -303,11 +308,13 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   const calls = new Map<number, PendingCall>()
   let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
   let usage: Generation.Usage | undefined
+  // the model the chunks name
+  let model: string | undefined
   let done = false
 
   const terminal = (): Generation.GenerationEvent => {
     done = true
-    return Generation.Finish(finish!)
+    return Internal.finish(finish!.reason, finish!.providerReason, model)
   }
 
   const completeCalls = (): Either.Either<Array<Generation.GenerationEvent>, ProviderFailure.ProviderFailure> => {
@@ -334,6 +341,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       return undefined
     }
     const chunk = event
+    if (model === undefined) model = Internal.modelOf(chunk.model)
     if (chunk.error !== undefined && chunk.error !== null) {
       if (finish !== undefined) {
         out.push(terminal())

@@ -22,9 +22,10 @@
  *
  * Every event the machine reads has its Schema ({@link readEvents}, told apart by `type` in {@link ResponsesEvent}):
  * a field of the wrong type fails the stream with `ProviderRejection{reason: "MalformedStream"}` naming the event,
- * rather than being read as missing. A field that is absent or `null` is read as missing. The hot events (text,
- * reasoning and argument deltas) are checked by a guard that is equal to their schema over generated values and costs
- * a fraction of its parse.
+ * rather than being read as missing. A field that is absent or `null` is read as missing. An event whose data is not
+ * JSON is a retryable `TransportError{reason: "MalformedChunk"}` instead. The hot events (text, reasoning and argument
+ * deltas) are checked by a guard that is equal to their schema over generated values and costs a fraction of its
+ * parse.
  *
  * The state machine, the request body and the event schemas are in this module, so the protocol is read in the file
  * named after it; `Subscription` is a variant of it ({@link makeVariant}), which says itself whether `[DONE]` ends a
@@ -163,6 +164,8 @@ const isReasoning = (item: OutputItem): item is typeof ReasoningItem.Type => ite
 export const Response = Schema.Struct({
   // not checked: only a background response's stream reads it, and keeps it only when it is addressable
   id: optional(Schema.Unknown),
+  // not checked: read when it is a string (the model that served the reply)
+  model: optional(Schema.Unknown),
   status: NullableString,
   output: optional(nullable(Schema.Array(OutputItem))),
   usage: optional(nullable(Usage)),
@@ -674,7 +677,11 @@ const decoder = (
       if (followed === "duplicate") return SseInternal.skip
       if (followed !== undefined) return new SseInternal.Failed(followed)
     }
-    return isRead(e) ? e : e.type === "keepalive" ? SseInternal.skip : other
+    if (isRead(e)) return e
+    if (e.type === "keepalive") return SseInternal.skip
+    // a lifecycle event (`response.created`, `response.in_progress`) names the model
+    if (e.response !== undefined && e.response !== null) model = Internal.modelOf(e.response.model) ?? model
+    return other
   }
 
   const calls = new Map<string, StreamedCall>()
@@ -682,6 +689,8 @@ const decoder = (
   const reasoned = new Set<string>()
   let ordinal = 0
   let finished = false
+  // the model the response objects name
+  let model: string | undefined
 
   const completeCalls = (
     items: ReadonlyArray<{ callId: string | undefined; name: string | undefined; arguments: string; key: string }>
@@ -754,6 +763,7 @@ const decoder = (
       for (const item of response?.output ?? []) if (isReasoning(item)) reasoningComplete(item, complete)
       const hasCalls = calls.length > 0
       complete.push(...calls)
+      model = Internal.modelOf(response?.model) ?? model
       const usage = response?.usage !== undefined && response?.usage !== null
         ? { inputTokens: response.usage.input_tokens ?? 0, outputTokens: response.usage.output_tokens ?? 0 }
         : undefined
@@ -761,10 +771,15 @@ const decoder = (
         const reason = response?.incomplete_details?.reason ?? undefined
         return [
           ...complete,
-          ...Internal.finishEvents(usage, reason === "content_filter" ? "content_filter" : "length", reason ?? status)
+          ...Internal.finishEvents(
+            usage,
+            reason === "content_filter" ? "content_filter" : "length",
+            reason ?? status,
+            model
+          )
         ]
       }
-      return [...complete, ...Internal.finishEvents(usage, hasCalls ? "tool_calls" : "stop", status)]
+      return [...complete, ...Internal.finishEvents(usage, hasCalls ? "tool_calls" : "stop", status, model)]
     })
 
   /**
@@ -811,7 +826,9 @@ const decoder = (
       if (Either.isLeft(complete)) return complete.left
       finished = true
       for (const call of complete.right) out.push(call)
-      out.push(...Internal.finishEvents(undefined, complete.right.length > 0 ? "tool_calls" : "stop", "[DONE]"))
+      out.push(
+        ...Internal.finishEvents(undefined, complete.right.length > 0 ? "tool_calls" : "stop", "[DONE]", model)
+      )
       return undefined
     }
     switch (event.type) {
@@ -1011,6 +1028,7 @@ export const makeVariant =
       const pollInterval = pollIntervalOf(options)
       return Provider.make({
         protocol: variant.protocol,
+        endpoint: plain.endpoint,
         open: (request) =>
           request.background === true
             ? Provider.fromStream(backgroundStream(variant, client, settings, pollInterval, spec(request), request))

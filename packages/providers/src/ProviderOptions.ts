@@ -9,14 +9,15 @@
  * | `anthropic` | `ANTHROPIC_API_KEY` | `ANTHROPIC_BASE_URL` (`https://api.anthropic.com`) |
  *
  * Timeouts come from `REPRISE_FIRST_BYTE_TIMEOUT` and `REPRISE_IDLE_TIMEOUT` (milliseconds, default 60000 and
- * 120000), the reply size bound from `REPRISE_MAX_REPLY_BYTES` (bytes, default 64 MiB).
+ * 120000) and `REPRISE_FIRST_TOKEN_TIMEOUT` (milliseconds, unset by default: no first-token timeout), the reply size
+ * bound from `REPRISE_MAX_REPLY_BYTES` (bytes, default 64 MiB).
  *
  * ## Settings, declared once
  *
- * Each of those three has one `Config` here, with its variable, its default and its range:
- * {@link firstByteTimeoutConfig}, {@link idleTimeoutConfig} and {@link maxReplyBytesConfig} (their variables are
- * {@link firstByteTimeoutVariable}, {@link idleTimeoutVariable} and {@link maxReplyBytesVariable}). {@link config} is
- * built from them, and the `reprise` CLI reads `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes` through
+ * Each of those four has one `Config` here, with its variable, its default and its range:
+ * {@link firstByteTimeoutConfig}, {@link firstTokenTimeoutConfig}, {@link idleTimeoutConfig} and
+ * {@link maxReplyBytesConfig} (their variables are {@link firstByteTimeoutVariable}, {@link firstTokenTimeoutVariable},
+ * {@link idleTimeoutVariable} and {@link maxReplyBytesVariable}). {@link config} is built from them, and the `reprise` CLI reads `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes` through
  * them, with the flags as a `ConfigProvider` in front of the environment, so the variables, the defaults and the ranges
  * are declared nowhere else. Options given in code (`make`) are checked against the same ranges, and a bad one throws a
  * `RangeError` with the same message: it is a bug in the caller, and `make` has no error channel for it.
@@ -28,6 +29,7 @@ import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 
@@ -79,6 +81,14 @@ export interface Options {
    * not count. Default 120 seconds.
    */
   readonly idleTimeout?: Duration.DurationInput | undefined
+  /**
+   * Time allowed from the send to the first event of content: a text, reasoning or tool-call delta, a completed tool
+   * call or reasoning block. Keepalives, pings, a role-only chunk and metadata events do not count; a reply that ends
+   * before any content is not timed out. When it passes, the request is aborted and the attempt fails with a transient
+   * `TransportError{reason: "Timeout"}`. Default: none (a slow first token is bounded by the idle timeout only). A
+   * background response (`openai-responses` with `background: true`) is not timed by it.
+   */
+  readonly firstTokenTimeout?: Duration.DurationInput | undefined
   /** The largest pending SSE event, in string code units. Default 1 MiB. */
   readonly maxEventSize?: number | undefined
   /**
@@ -228,6 +238,14 @@ const millis = (name: string, fallback: Duration.Duration): Config.Config<Durati
 export const firstByteTimeoutVariable = "REPRISE_FIRST_BYTE_TIMEOUT"
 
 /**
+ * The environment variable of {@link firstTokenTimeoutConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const firstTokenTimeoutVariable = "REPRISE_FIRST_TOKEN_TIMEOUT"
+
+/**
  * The environment variable of {@link idleTimeoutConfig}.
  *
  * @since 0.1.0
@@ -253,6 +271,20 @@ export const maxReplyBytesVariable = "REPRISE_MAX_REPLY_BYTES"
 export const firstByteTimeoutConfig: Config.Config<Duration.Duration> = millis(
   firstByteTimeoutVariable,
   defaultFirstByteTimeout
+)
+
+/**
+ * `REPRISE_FIRST_TOKEN_TIMEOUT`: whole milliseconds, more than 0 ("must be > 0 ms"); unset by default (no first-token
+ * timeout).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const firstTokenTimeoutConfig: Config.Config<Option.Option<Duration.Duration>> = Range.integer().pipe(
+  Config.map(Duration.millis),
+  Config.validate(Range.positiveTimeout),
+  Config.nested(firstTokenTimeoutVariable),
+  Config.option
 )
 
 /**
@@ -296,8 +328,8 @@ export const baseUrlConfig = (protocol: Protocol): Config.Config<string> =>
 
 /**
  * The options of a protocol from the environment: the key, {@link baseUrlConfig}, {@link firstByteTimeoutConfig},
- * {@link idleTimeoutConfig} and {@link maxReplyBytesConfig}. A missing key is a `ConfigError` naming the variable,
- * whatever the base URL.
+ * {@link firstTokenTimeoutConfig}, {@link idleTimeoutConfig} and {@link maxReplyBytesConfig}. A missing key is a
+ * `ConfigError` naming the variable, whatever the base URL.
  *
  * @since 0.1.0
  * @category config
@@ -307,6 +339,7 @@ export const config = (protocol: Protocol, options?: ConfigOptions | undefined):
     apiKey: Config.redacted(options?.apiKeyEnv ?? apiKeyVariable(protocol)),
     baseUrl: baseUrlConfig(protocol),
     firstByteTimeout: firstByteTimeoutConfig,
+    firstTokenTimeout: Config.map(firstTokenTimeoutConfig, Option.getOrUndefined),
     idleTimeout: idleTimeoutConfig,
     maxReplyBytes: maxReplyBytesConfig
   })

@@ -58,7 +58,7 @@ const sendTimed = (
   request: HttpClientRequest.HttpClientRequest,
   settings: Settings.Settings,
   deadlines: Deadlines.Deadlines
-) => Attempt.within(deadlines, undefined, (attempt) => Send.sendIn(attempt, http, request, settings))
+) => Attempt.within(deadlines, undefined, undefined, (attempt) => Send.sendIn(attempt, http, request, settings))
 
 const reasonOf = (exit: Exit.Exit<unknown, unknown>) =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? (exit.cause.error as { reason?: string }).reason : undefined

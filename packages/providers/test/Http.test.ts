@@ -411,10 +411,16 @@ for (const subject of subjects) {
         assert.strictEqual(Classification.classify(error)._tag, "Retryable")
       }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
 
-    it.effect("an event over maxEventSize is a MalformedStream rejection, undecodable JSON too", () =>
+    it.effect("an event over maxEventSize is a MalformedStream rejection; data that is not JSON a MalformedChunk", () =>
       withServer((_req, res, i) => {
         sse(res)
-        res.end(i === 0 ? `data: ${JSON.stringify({ pad: "x".repeat(5000) })}\n\n` : "data: {not json\n\n")
+        res.end(
+          i === 0
+            ? `data: ${JSON.stringify({ pad: "x".repeat(5000) })}\n\n`
+            : i === 1
+            ? `data: {not json ${KEY}\n\n`
+            : `data: ${JSON.stringify({ type: 7, choices: "none" })}\n\n`
+        )
       }, (s) =>
         Effect.gen(function*() {
           const p = yield* provider(subject, s.url, { maxEventSize: 1024 })
@@ -422,8 +428,17 @@ for (const subject of subjects) {
           assert.strictEqual(tooLarge._tag, "ProviderRejection")
           assert.strictEqual(tooLarge.reason, "MalformedStream")
           assert.include(tooLarge.message, "1024")
-          const undecodable = failureOf((yield* run(p)).result)
-          assert.strictEqual(undecodable.reason, "MalformedStream")
+          const notJson = failureOf((yield* run(p)).result)
+          assert.strictEqual(notJson._tag, "TransportError")
+          assert.strictEqual(notJson.reason, "MalformedChunk")
+          assert.strictEqual(Classification.classify(notJson)._tag, "Retryable")
+          // the data is shown, scrubbed of the key
+          assert.include(notJson.detail, "not valid JSON")
+          assert.include(notJson.detail, "{not json")
+          assert.notInclude(notJson.detail, KEY)
+          const wrongShape = failureOf((yield* run(p)).result)
+          assert.strictEqual(wrongShape._tag, "ProviderRejection")
+          assert.strictEqual(wrongShape.reason, "MalformedStream")
         })))
 
     it.live("an idle stall with keepalives times out (live clock, 200 ms idle timeout)", () => {

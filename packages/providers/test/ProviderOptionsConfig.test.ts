@@ -59,6 +59,21 @@ describe("ProviderOptions settings, declared once", () => {
       }))
   }
 
+  it.effect("firstTokenTimeoutConfig: REPRISE_FIRST_TOKEN_TIMEOUT in whole ms, unset by default, more than 0", () =>
+    Effect.gen(function*() {
+      const config = ProviderOptions.firstTokenTimeoutConfig
+      const variable = ProviderOptions.firstTokenTimeoutVariable
+      assert.strictEqual(variable, "REPRISE_FIRST_TOKEN_TIMEOUT")
+      assert.deepStrictEqual(yield* read(config, { [variable]: "1500" }), Option.some(Duration.millis(1500)))
+      assert.deepStrictEqual(yield* read(config, {}), Option.none())
+      for (const bad of ["0", "-5"]) {
+        const error = yield* Effect.flip(read(config, { [variable]: bad }))
+        assert.strictEqual(String(error), `(Invalid data at ${variable}: "must be > 0 ms")`, bad)
+      }
+      const notInteger = yield* Effect.flip(read(config, { [variable]: "1.5" }))
+      assert.include(String(notInteger), variable)
+    }))
+
   it.effect("maxReplyBytesConfig: REPRISE_MAX_REPLY_BYTES, default 64 MiB, at least 1", () =>
     Effect.gen(function*() {
       assert.strictEqual(ProviderOptions.maxReplyBytesVariable, "REPRISE_MAX_REPLY_BYTES")
@@ -74,9 +89,13 @@ describe("ProviderOptions settings, declared once", () => {
         ANTHROPIC_API_KEY: "sk-test",
         REPRISE_FIRST_BYTE_TIMEOUT: "5",
         REPRISE_IDLE_TIMEOUT: "6",
-        REPRISE_MAX_REPLY_BYTES: "7"
+        REPRISE_MAX_REPLY_BYTES: "7",
+        REPRISE_FIRST_TOKEN_TIMEOUT: "8"
       })
       assert.deepStrictEqual(options.firstByteTimeout, Duration.millis(5))
+      assert.deepStrictEqual(options.firstTokenTimeout, Duration.millis(8))
+      const unset = yield* read(ProviderOptions.config("anthropic"), { ANTHROPIC_API_KEY: "sk-test" })
+      assert.isUndefined(unset.firstTokenTimeout)
       assert.deepStrictEqual(options.idleTimeout, Duration.millis(6))
       assert.strictEqual(options.maxReplyBytes, 7)
       assert.strictEqual(options.baseUrl, ProviderOptions.defaultAnthropicBaseUrl)
@@ -87,6 +106,8 @@ describe("ProviderOptions settings, declared once", () => {
       const cases: ReadonlyArray<readonly [Partial<ProviderOptions.Options>, string]> = [
         [{ idleTimeout: Duration.zero }, "idleTimeout must be > 0 ms, got 0"],
         [{ firstByteTimeout: 0 }, "firstByteTimeout must be > 0 ms, got 0"],
+        [{ firstTokenTimeout: 0 }, "firstTokenTimeout must be > 0 ms, got 0"],
+        [{ firstTokenTimeout: Duration.infinity }, "firstTokenTimeout must be finite, got Infinity"],
         [{ idleTimeout: Duration.infinity }, "idleTimeout must be finite, got Infinity"],
         [{ maxReplyBytes: 0 }, "maxReplyBytes must be at least 1, got 0"],
         [{ maxReplyBytes: 1.5 }, "maxReplyBytes must be a whole number, got 1.5"],

@@ -31,6 +31,8 @@ interface Expected {
   readonly toolCalls: ReadonlyArray<{ readonly id: string; readonly name: string; readonly arguments: unknown }>
   readonly finish: string
   readonly providerReason: string
+  /** The model the response names. */
+  readonly model: string | undefined
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -57,7 +59,8 @@ const chatReference = (payloads: ReadonlyArray<Json>): Expected => {
     text,
     toolCalls: calls.map((c) => ({ id: c.id, name: c.name, arguments: JSON.parse(c.args) })),
     finish: table[finish],
-    providerReason: finish
+    providerReason: finish,
+    model: payloads.find((p) => typeof p.model === "string")?.model
   }
 }
 
@@ -69,7 +72,13 @@ const responsesReference = (payloads: ReadonlyArray<Json>): Expected => {
     .filter((c: Json) => c.type === "output_text").map((c: Json) => c.text).join("")
   const toolCalls = output.filter((o) => o.type === "function_call")
     .map((o) => ({ id: o.call_id, name: o.name, arguments: JSON.parse(o.arguments) }))
-  return { text, toolCalls, finish: toolCalls.length > 0 ? "tool_calls" : "stop", providerReason: "completed" }
+  return {
+    text,
+    toolCalls,
+    finish: toolCalls.length > 0 ? "tool_calls" : "stop",
+    providerReason: "completed",
+    model: terminal.response.model
+  }
 }
 
 const anthropicReference = (payloads: ReadonlyArray<Json>): Expected => {
@@ -113,7 +122,13 @@ const anthropicReference = (payloads: ReadonlyArray<Json>): Expected => {
     max_tokens: "length",
     refusal: "content_filter"
   }
-  return { text, toolCalls: calls, finish: stop === null ? "other" : table[stop], providerReason: stop ?? "unknown" }
+  return {
+    text,
+    toolCalls: calls,
+    finish: stop === null ? "other" : table[stop],
+    providerReason: stop ?? "unknown",
+    model: payloads.find((p) => p.type === "message_start")?.message.model
+  }
 }
 
 /** Splits payloads after every payload that `isTerminal` accepts. */
@@ -166,6 +181,7 @@ const assertDecodes = (kind: Kind, sse: string, expected: Expected) =>
       assert.strictEqual(summary.text, expected.text)
       assert.deepStrictEqual(summary.toolCalls, expected.toolCalls)
       assert.deepStrictEqual(summary.finish, { reason: expected.finish, providerReason: expected.providerReason })
+      assert.strictEqual(summary.model, expected.model)
       assert.strictEqual(events[events.length - 1]._tag, "Finish")
     }
   })
@@ -222,11 +238,13 @@ describe("recorded openai-chat streams", () => {
       text: "PRE_TOOL",
       toolCalls: [{ id: "call_NZa7xqfefoaMI2YYHowVXVlU", name: "weather", arguments: {} }],
       finish: "tool_calls",
-      providerReason: "tool_calls"
+      providerReason: "tool_calls",
+      model: "gpt-4o-2024-08-06"
     })
     const text = chatReference(lines("openai-chat/openai-text.chunks.txt").map((l) => JSON.parse(l)))
     assert.isTrue(text.text.startsWith("**Holiday Name"))
     assert.strictEqual(text.finish, "stop")
+    assert.strictEqual(text.model, "gpt-4.1-nano-2025-04-14")
   })
 
   it.effect("usage after the finish is reported, and Finish comes last", () =>
@@ -234,6 +252,21 @@ describe("recorded openai-chat streams", () => {
       const { events } = yield* decode("chat", toSse(lines("openai-chat/openai-text.chunks.txt")))
       const summary = summarize(events)
       assert.deepStrictEqual(summary.usage, { inputTokens: 16, outputTokens: 300 })
+      assert.strictEqual(summary.model, "gpt-4.1-nano-2025-04-14")
+    }))
+
+  it.effect("a stream that ends without [DONE] after its finish and usage chunks completes, with its usage", () =>
+    Effect.gen(function*() {
+      const raw = lines("openai-chat/openai-text.chunks.txt")
+      const usageAt = raw.findIndex((l) => JSON.parse(l).usage != null)
+      const finishAt = raw.findIndex((l) => JSON.parse(l).choices?.some((c: Json) => c.finish_reason))
+      // the recording: the finish chunk, then the usage chunk, then the body's end (no [DONE] in the file)
+      assert.isAbove(usageAt, finishAt)
+      assert.notInclude(raw.join("\n"), "[DONE]")
+      const { events, result } = yield* decode("chat", toSse(raw))
+      assert.isTrue(Either.isRight(result), String(Either.isLeft(result) ? result.left : ""))
+      assert.deepStrictEqual(events.slice(-2).map((e) => e._tag), ["Usage", "Finish"])
+      assert.deepStrictEqual(summarize(events).usage, { inputTokens: 16, outputTokens: 300 })
     }))
 
   it.effect("cut inside the tool-call JSON: PrematureEof, no tool call emitted", () =>
@@ -324,6 +357,13 @@ describe("recorded openai-responses streams", () => {
     })
   }
 
+  it.effect("the served model is the response's: the Finish names it", () =>
+    Effect.gen(function*() {
+      const raw = lines("openai-responses/openai-tool-search.1.chunks.txt")
+      const { events } = yield* decode("responses", toSse(raw))
+      assert.strictEqual(summarize(events).model, "gpt-5.4-2026-03-05")
+    }))
+
   it("the reference reading of a recorded function call", () => {
     const parts = split(
       lines("openai-responses/openai-tool-search.1.chunks.txt").map((l) => JSON.parse(l)),
@@ -395,6 +435,12 @@ describe("recorded anthropic streams", () => {
       }
     })
   }
+
+  it.effect("the served model is message_start's: the Finish names it", () =>
+    Effect.gen(function*() {
+      const { events } = yield* decode("anthropic", toSse(lines("anthropic/anthropic-text.chunks.txt")))
+      assert.strictEqual(summarize(events).model, "claude-sonnet-4-5-20250929")
+    }))
 
   it("the reference reading of recorded tool calls", () => {
     const read = (file: string) => anthropicReference(lines(file).map((l) => JSON.parse(l)))

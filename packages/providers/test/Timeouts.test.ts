@@ -160,5 +160,35 @@ for (const subject of subjects) {
         assert.strictEqual(error?.reason, "Timeout")
         assert.isTrue(yield* Deferred.isDone(aborted))
       }))
+
+    it.effect("a web body of keepalives only: the first-token timeout ends it", () =>
+      Effect.gen(function*() {
+        const { client, feed } = feedableClient()
+        feed(subject.keepalive)
+        const provider = yield* Effect.provideService(
+          subject.make({
+            apiKey: Redacted.make(KEY),
+            baseUrl: "http://127.0.0.1:9",
+            idleTimeout: "120 seconds",
+            firstTokenTimeout: "10 seconds"
+          }),
+          HttpClient.HttpClient,
+          client
+        )
+        const fiber = yield* provider.stream(request()).pipe(Stream.runDrain, Budget.scoped, Effect.fork)
+        yield* awaitTimer
+        for (let i = 0; i < 3; i++) {
+          feed(subject.keepalive)
+          yield* settle
+        }
+        yield* TestClock.adjust("9999 millis")
+        yield* settle
+        assert.isTrue(Option.isNone(yield* Fiber.poll(fiber)), "timed out before 10 s")
+        yield* TestClock.adjust("1 millis")
+        const exit = yield* Fiber.await(fiber)
+        const error: any = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        assert.strictEqual(error?.reason, "Timeout")
+        assert.strictEqual(error?.detail, "no first token within 10s")
+      }))
   })
 }

@@ -19,7 +19,7 @@ import type * as SimulatorScript from "./SimulatorScript.js"
  */
 export interface Closure {
   readonly by: "client" | "server"
-  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
+  /** Milliseconds of the simulator's `Clock` (epoch on the real clock), with its sub-millisecond precision. */
   readonly at: number
   /** Response body bytes written before the end, keepalive comments included. */
   readonly bytesWritten: number
@@ -68,15 +68,28 @@ export interface RecordedRequest {
   readonly headers: Readonly<Record<string, string>>
   /** The parsed JSON body; the raw text when it is not JSON; undefined when empty. */
   readonly body: unknown
-  /** Epoch milliseconds, with the clock's sub-millisecond precision (fractional). */
+  /** Milliseconds of the simulator's `Clock` (epoch on the real clock), with its sub-millisecond precision. */
   readonly receivedAt: number
   /**
    * The kind of step served (`stream` for a default reply); undefined without a route, for polls and cancels (they
    * are not scripted) and for a resume the server refused (unknown id, too old, bad `starting_after`).
    */
   readonly step: SimulatorScript.StepKind | undefined
-  /** The step's index in the route's `steps` (a resume: in its `resume.steps`), undefined for a default reply. */
+  /**
+   * The step's index in the route's `steps` (a resume: in its `resume.steps`; a request for a scripted model: in
+   * the model's `steps`), undefined for a default reply, a model's `then`, an outage or a refused prefill.
+   */
   readonly stepIndex: number | undefined
+  /** The body's `model`, when it is a string. */
+  readonly model: string | undefined
+  /**
+   * What the request got, when it was served from a script step (undefined exactly when `step` is): `"200"` for
+   * a whole reply (`stream`, `drip`); the status of a `status` step or a model's outage (`"429"`, `"503"`), followed
+   * by the error code the step names (`"400 context_length_exceeded"`); `"400 prefill"` for a prefill a model
+   * refused; else the step's kind (`"reset"`, `"eof"`, `"stall"`, `"error"`, `"slow-first-token"`, `"malformed"`,
+   * `"no-done"`, `"truncated-tool-call"`).
+   */
+  readonly action: string | undefined
   /** Set once the exchange ended. */
   readonly closed: Closure | undefined
 }

@@ -12,11 +12,19 @@
  * (`GET /v1/responses/{id}`), idempotent cancels (`POST /v1/responses/{id}/cancel`), the 404 of an unknown id and
  * the 400 of a response too old to stream (`streamForMs`, five minutes by default; {@link Service.expire}).
  *
- * It records every request (route, kind, method, path, headers with credentials redacted, JSON body, arrival
- * time, and who closed the exchange and when) and counts requests per route, for assertions. Use it as a scoped
- * {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`). Its timers (stalls,
- * drips, keepalives) run on the real clock even under `TestClock`, because they pace real sockets; every one of
- * them ends when the client disconnects or the simulator's scope closes, which also destroys open sockets.
+ * A script can also be keyed by model (`models`): a send whose body names a scripted model is served from that
+ * model's steps, on any route, so one server can play a healthy model and a failing one side by side (the
+ * failoverbench catalogue, `Failoverbench`, is such a script).
+ *
+ * It records every request (route, kind, method, path, headers with credentials redacted, JSON body, model, the
+ * action taken, arrival time, and who closed the exchange and when) and counts requests per route, for assertions.
+ * Use it as a scoped {@link layer} in tests, or run it in the foreground with {@link serve} (`reprise simulate`).
+ * Its timers (stalls, drips, keepalives, slow first tokens) run on the real clock even under `TestClock`, because
+ * they pace real sockets; every one of them ends when the client disconnects or the simulator's scope closes,
+ * which also destroys open sockets. What the simulator records and measures is on the `Clock` of the context it was
+ * made in: a request's arrival and its exchange's end (`receivedAt`, `closed.at`) and a model's `outage`, a span from
+ * when the script was set. A test under `TestClock` reads its records on that clock and steps through a long outage
+ * with `TestClock.adjust` (`reprise simulate` runs on the real clock).
  *
  * @since 0.1.0
  */
@@ -98,8 +106,9 @@ export interface Service {
    */
   readonly baseUrl: (route: SimulatorScript.Route) => string
   /**
-   * Replaces the whole script, restarts every route at its first step and clears the records and counts: one
-   * server can serve many test cases. Fixture files are read now; a missing one fails with a `ScriptError`.
+   * Replaces the whole script, restarts every route and every model at its first step (and model outages at now)
+   * and clears the records and counts: one server can serve many test cases. Fixture files are read now; a missing
+   * one fails with a `ScriptError`.
    */
   readonly setScript: (script: SimulatorScript.Script) => Effect.Effect<void, ScriptLoader.ScriptError>
   /** Replaces one route's script and restarts that route at its first step; records and counts are kept. */
@@ -112,6 +121,11 @@ export interface Service {
   /** Every recorded request, oldest first. */
   readonly requests: Effect.Effect<ReadonlyArray<RecordedRequest>>
   readonly requestsTo: (route: SimulatorScript.Route) => Effect.Effect<ReadonlyArray<RecordedRequest>>
+  /**
+   * The recorded requests whose body names `model`, oldest first, on any route: a scripted model's attempts, each
+   * with its `action` and `receivedAt`.
+   */
+  readonly requestsFor: (model: string) => Effect.Effect<ReadonlyArray<RecordedRequest>>
   /**
    * Requests to a route (or to all routes) since the last `setScript` or `clear`; with `kind`, only those of that
    * kind (`count("openai-responses", "send")` leaves out the resumes, polls and cancels).
@@ -227,7 +241,7 @@ const acquireServer = (host: string, port: number) =>
   )
 
 /** Epoch milliseconds from the clock's nanoseconds: records keep sub-millisecond precision for latency measurements. */
-const preciseMillis = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos) / 1_000_000)
+const preciseMillis = (clock: Clock.Clock) => Effect.map(clock.currentTimeNanos, (nanos) => Number(nanos) / 1_000_000)
 
 const parseBody = (text: string): unknown => {
   if (text.length === 0) return undefined
@@ -267,7 +281,15 @@ export const make = (options: Options = {}): Effect.Effect<
       baseDir: options.fixturesDir ?? process.cwd()
     }
     const host = options.host ?? "127.0.0.1"
-    const store = new Store.Store(yield* Load.load(env, options.script ?? {}), options.maxRecords ?? 10_000)
+    // Model outages are measured with the clock of this context (a `TestClock` in tests), not the sockets' clock.
+    const clock = yield* Effect.clock
+    const script = options.script ?? {}
+    const store = new Store.Store(
+      yield* Load.load(env, script),
+      options.maxRecords ?? 10_000,
+      yield* Load.loadModels(env, script),
+      yield* clock.currentTimeMillis
+    )
     const version = yield* SubscriptionRef.make(0)
     const bump = SubscriptionRef.update(version, (n) => n + 1)
     const liveClock = Clock.make()
@@ -309,7 +331,7 @@ export const make = (options: Options = {}): Effect.Effect<
       closed: Deferred.Deferred<Omit<Closure, "at">>
     ) =>
       Effect.gen(function*() {
-        const receivedAt = yield* preciseMillis
+        const receivedAt = yield* preciseMillis(clock)
         const method = req.method ?? "GET"
         const path = req.url ?? "/"
         const requestUrl = new URL(path, "http://127.0.0.1")
@@ -324,7 +346,9 @@ export const make = (options: Options = {}): Effect.Effect<
         const refusal = asked._tag === "Resume"
           ? store.background.refuseResume(asked.id, asked.startingAfter, receivedAt)
           : undefined
+        const now = yield* clock.currentTimeMillis
         const arrival = store.arrive({
+          now,
           route: Target.routeOf(asked),
           kind: Target.kindOf(asked),
           lane: refusal === undefined ? undefined : "none",
@@ -344,9 +368,9 @@ export const make = (options: Options = {}): Effect.Effect<
         yield* log(
           record.route === undefined
             ? `${method} ${path} -> no route`
-            : `${method} ${path} -> ${record.route} #${record.nth}: ${record.kind === "send" ? "" : `${record.kind} `}${
-              record.step ?? "(not scripted)"
-            }`
+            : `${method} ${path} -> ${record.route} #${record.nth}${
+              record.model === undefined ? "" : ` (${record.model})`
+            }: ${record.kind === "send" ? "" : `${record.kind} `}${record.action ?? "(not scripted)"}`
         )
         // A client that left while its body was read gets nothing written.
         if (!(yield* Deferred.isDone(closed))) {
@@ -356,7 +380,7 @@ export const make = (options: Options = {}): Effect.Effect<
           )
         }
         const end = yield* Deferred.await(closed)
-        const closure: Closure = { ...end, at: yield* preciseMillis }
+        const closure: Closure = { ...end, at: yield* preciseMillis(clock) }
         store.close(record.id, closure)
         yield* bump
         yield* log(`request ${record.id} closed by ${closure.by} after ${closure.bytesWritten} body bytes`)
@@ -389,11 +413,10 @@ export const make = (options: Options = {}): Effect.Effect<
       url,
       baseUrl,
       setScript: (script) =>
-        Effect.flatMap(Load.load(env, script), (loaded) =>
-          Effect.zipRight(
-            Effect.sync(() => store.setScript(loaded)),
-            bump
-          )),
+        Effect.flatMap(
+          Effect.all([Load.load(env, script), Load.loadModels(env, script), clock.currentTimeMillis]),
+          ([loaded, models, now]) => Effect.zipRight(Effect.sync(() => store.setScript(loaded, models, now)), bump)
+        ),
       setRoute: (route, script) =>
         Effect.flatMap(
           Load.loadRoute(env, Load.fixturesDir(env, {}), route, script),
@@ -402,6 +425,7 @@ export const make = (options: Options = {}): Effect.Effect<
       clear: Effect.zipRight(Effect.sync(() => store.clear()), bump),
       requests: Effect.sync(() => store.snapshot()),
       requestsTo: (route) => Effect.sync(() => store.snapshot().filter((r) => r.route === route)),
+      requestsFor: (model) => Effect.sync(() => store.ofModel(model)),
       count: (route, kind) => Effect.sync(() => store.count(route, kind)),
       awaitRequest: (route, nth) => waitFor(() => store.find(route, nth)),
       awaitClose: (id) =>
@@ -452,7 +476,8 @@ const announce = (simulator: Service): Effect.Effect<void> =>
 
 /**
  * Runs the simulator in the foreground until interrupted (SIGINT with `NodeRuntime.runMain`), logging each
- * request. This is what `reprise simulate [--port N] [--script FILE]` runs.
+ * request. This is what `reprise simulate [--port N] [--script FILE]` runs (with `--scenarios failoverbench`,
+ * `script` is `Failoverbench.script(profile)`).
  *
  * @since 0.1.0
  * @category running

@@ -1,11 +1,15 @@
 /**
  * The script format of the loopback fault simulator ({@link Simulator}): a JSON document that says, per route and
  * in order, what each request gets — a full stream, a reset, a clean EOF before the terminal event, a stall, an
- * in-band error event, any HTTP status, a truncated tool call or a slow drip — and where the replies come from
- * (a fixture file in SSE wire format, or text and tool calls generated for the route's protocol).
+ * in-band error event, any HTTP status, a truncated tool call, a slow drip or first token, a malformed event, a
+ * missing `[DONE]` — and where the replies come from (a fixture file in SSE wire format, or text and tool calls
+ * generated for the route's protocol).
  *
  * On the `openai-responses` route the resumes of background responses have steps of their own (`resume`), and
  * `background` says how long those responses can be resumed and how many polls see them in progress.
+ *
+ * `models` script requests by the `model` of their body instead of by route ({@link ModelScript}): a model can be
+ * in an outage for a span of time, reject assistant prefill, and fail its first N requests or every one.
  *
  * Scripts are described by the `effect/Schema` schemas of this module; `ScriptLoader` decodes them (from a value,
  * JSON text or a file) and reports a typo or a bad value field by field.
@@ -100,6 +104,13 @@ const Millis = Schema.Int.pipe(Schema.between(1, 600_000)).annotations({
   identifier: "Millis",
   message: (issue) => ({
     message: `Expected a whole number of milliseconds between 1 and 600000${actual(issue)}`,
+    override: true
+  })
+})
+
+const HttpStatus = Schema.Int.pipe(Schema.between(200, 599)).annotations({
+  message: (issue) => ({
+    message: `Expected an HTTP status: an integer between 200 and 599${actual(issue)}`,
     override: true
   })
 })
@@ -284,15 +295,28 @@ const common = {
 
 const cut = {
   afterBytes: Schema.optional(Count),
-  afterEvents: Schema.optional(Count)
+  afterEvents: Schema.optional(Count),
+  /**
+   * After the event that carries the Nth content token (a text delta); `0` is just before the first one. A reply
+   * with fewer tokens is cut after its last one.
+   */
+  afterTokens: Schema.optional(Count)
 }
 
-const oneCut = <A extends { readonly afterBytes?: number | undefined; readonly afterEvents?: number | undefined }>(
-  step: A
-) =>
-  step.afterBytes !== undefined && step.afterEvents !== undefined
-    ? "give either afterBytes or afterEvents, not both"
+const oneCut = <
+  A extends {
+    readonly afterBytes?: number | undefined
+    readonly afterEvents?: number | undefined
+    readonly afterTokens?: number | undefined
+  }
+>(step: A) => {
+  const given = (["afterBytes", "afterEvents", "afterTokens"] as const).filter((key) => step[key] !== undefined)
+  return given.length === 2
+    ? `give either ${given[0]} or ${given[1]}, not both`
+    : given.length > 2
+    ? "give one of afterBytes, afterEvents or afterTokens"
     : undefined
+}
 
 /**
  * The whole reply, terminal event included.
@@ -305,8 +329,9 @@ export const StreamStep = Schema.Struct({ kind: Schema.Literal("stream"), ...com
 })
 
 /**
- * A connection reset (TCP RST). Without `afterBytes`/`afterEvents` the socket is reset before any response byte
- * (no status line); with one, the status and headers and that many body bytes (or whole events) are sent first.
+ * A connection reset (TCP RST). Without `afterBytes`/`afterEvents`/`afterTokens` the socket is reset before any
+ * response byte (no status line); with one, the status and headers and that many body bytes (or whole events, or
+ * the events through that many content tokens) are sent first.
  *
  * @since 0.1.0
  * @category steps
@@ -317,7 +342,8 @@ export const ResetStep = Schema.Struct({ kind: Schema.Literal("reset"), ...commo
 
 /**
  * A clean end of the body (a proper final chunk) before the terminal event. By default the body ends just before
- * the protocol's terminal event; `afterBytes` or `afterEvents` end it elsewhere (even mid-event).
+ * the protocol's terminal event; `afterBytes`, `afterEvents` or `afterTokens` end it elsewhere (`afterBytes` even
+ * mid-event). A stream cut after 40 tokens of 60 is `{ "kind": "eof", "afterTokens": 40 }`.
  *
  * @since 0.1.0
  * @category steps
@@ -326,7 +352,8 @@ export const EofStep = Schema.Struct({ kind: Schema.Literal("eof"), ...common, .
   .annotations({ identifier: "EofStep" })
 
 /**
- * The server stops sending. Without `afterBytes`/`afterEvents` it stalls before the status line. With
+ * The server stops sending. Without `afterBytes`/`afterEvents`/`afterTokens` it stalls before the status line
+ * (a request that is never answered: `{ "kind": "stall", "durationMs": 120000, "then": "eof" }`). With
  * `keepaliveMs` it writes `: keepalive` comments at that interval during the stall (the stall point then moves
  * back to the last event boundary, so comments never split an event). The stall lasts `durationMs` (default and
  * maximum 600000) and always ends when the client disconnects or the simulator closes; afterwards `then` says
@@ -372,12 +399,7 @@ export const ErrorStep = Schema.Struct({
  */
 export const StatusStep = Schema.Struct({
   kind: Schema.Literal("status"),
-  status: Schema.Int.pipe(Schema.between(200, 599)).annotations({
-    message: (issue) => ({
-      message: `Expected an HTTP status: an integer between 200 and 599${actual(issue)}`,
-      override: true
-    })
-  }),
+  status: HttpStatus,
   headers: Schema.optional(Headers),
   body: Schema.optional(Schema.Unknown),
   error: Schema.optional(ErrorObject),
@@ -426,6 +448,49 @@ export const DripStep = Schema.Struct({
 ).annotations({ identifier: "DripStep" })
 
 /**
+ * Status and headers at once, then the first content token only after `delayMs` milliseconds (with `keepaliveMs`,
+ * `: keepalive` comments meanwhile), then the rest of the reply as usual. Shorthand for a `stall` step with
+ * `afterTokens: 0` and `then: "resume"`.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const SlowFirstTokenStep = Schema.Struct({
+  kind: Schema.Literal("slow-first-token"),
+  ...common,
+  delayMs: Millis,
+  keepaliveMs: Schema.optional(Millis)
+}).annotations({ identifier: "SlowFirstTokenStep" })
+
+/**
+ * The whole reply with one extra SSE event whose `data:` is not JSON, inserted after `afterEvents` events of the
+ * reply (default 9: it is the 10th event; never after the terminal event). `data` defaults to a chunk cut short,
+ * `{"choices":[{"delta":`. The event carries the `event:` name of the event it precedes, if any.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const MalformedStep = Schema.Struct({
+  kind: Schema.Literal("malformed"),
+  ...common,
+  afterEvents: Schema.optional(Count),
+  /** One line: a line break would end the `data:` field. */
+  data: Schema.optional(Schema.String.pipe(Schema.filter((data) => !/[\r\n]/.test(data) || "Expected one line")))
+}).annotations({ identifier: "MalformedStep" })
+
+/**
+ * The whole reply without its `data: [DONE]` sentinel (Chat Completions and subscription): the terminal chunk
+ * and, on Chat Completions, the usage chunk are sent and the body ends cleanly. On the routes without a sentinel it
+ * is the whole reply.
+ *
+ * @since 0.1.0
+ * @category steps
+ */
+export const NoDoneStep = Schema.Struct({ kind: Schema.Literal("no-done"), ...common }).annotations({
+  identifier: "NoDoneStep"
+})
+
+/**
  * What one request gets.
  *
  * @since 0.1.0
@@ -439,7 +504,10 @@ export const Step = Schema.Union(
   ErrorStep,
   StatusStep,
   TruncatedToolCallStep,
-  DripStep
+  DripStep,
+  SlowFirstTokenStep,
+  MalformedStep,
+  NoDoneStep
 ).annotations({ identifier: "Step" })
 
 /**
@@ -561,6 +629,60 @@ export const RouteScript = Schema.Struct({
 export interface RouteScript extends Schema.Schema.Type<typeof RouteScript> {}
 
 /**
+ * An outage of a model: every request for the model that arrives within `forMs` milliseconds of when the script
+ * was set (or of the simulator's start) gets `status` (with `headers`, and the protocol's error body built from
+ * `error`); later requests are served by the model's steps. The span is measured with the `Clock` of the context
+ * the simulator was made in, so under `TestClock` a test steps through it with `TestClock.adjust`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Outage = Schema.Struct({
+  forMs: Millis,
+  status: HttpStatus,
+  headers: Schema.optional(Headers),
+  error: Schema.optional(ErrorObject)
+}).annotations({ identifier: "Outage" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface Outage extends Schema.Schema.Type<typeof Outage> {}
+
+/**
+ * The script of one model, on whichever route its requests arrive: a send whose JSON body has `"model": NAME` is
+ * served from `models[NAME]` instead of its route's script. In order:
+ *
+ * 1. `outage`: a request within the outage gets its status (and takes no step);
+ * 2. `rejectPrefill`: a request whose last message (`messages`, or `input` on the Responses routes) has role
+ *    `assistant` gets a 400 `prefill_not_supported` (recorded with the action `400 prefill`; it takes no step);
+ * 3. otherwise the Nth request for the model (counted from when the script was set, across routes) gets
+ *    `steps[N-1]` (a step with `forMs` is held as on a route), and every request after the steps gets `then`
+ *    (default: a `stream` step, the whole reply).
+ *
+ * `reply` is the model's default reply (default: the route's). "Every attempt fails" is
+ * `{ "then": { "kind": "status", "status": 503 } }`.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const ModelScript = Schema.Struct({
+  reply: Schema.optional(Reply),
+  steps: Schema.optional(Schema.Array(Step)),
+  then: Schema.optional(Step),
+  rejectPrefill: Schema.optional(Schema.Boolean),
+  outage: Schema.optional(Outage),
+  comment: Schema.optional(Schema.String)
+}).annotations({ identifier: "ModelScript" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface ModelScript extends Schema.Schema.Type<typeof ModelScript> {}
+
+/**
  * A whole script. `fixturesDir` is where relative fixture paths are resolved: relative to the script file when
  * the script is {@link load}ed from a file, else to the simulator's `fixturesDir` option or the working directory.
  *
@@ -590,6 +712,8 @@ export const Script = Schema.Struct({
       })
     ).annotations({ identifier: "Routes" })
   ),
+  /** Scripts by model name: see {@link ModelScript}. */
+  models: Schema.optional(Schema.Record({ key: Schema.String, value: ModelScript })),
   comment: Schema.optional(Schema.String)
 }).annotations({ identifier: "Script" })
 

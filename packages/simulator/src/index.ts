@@ -1,6 +1,11 @@
 /**
  * @since 0.1.0
  */
+export * as Failoverbench from "./Failoverbench.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as RecordedRequest from "./RecordedRequest.js"
 
 /**

@@ -733,7 +733,7 @@ describe("SimulatorScript", () => {
     Effect.gen(function*() {
       const field = yield* decodeError({ routes: { anthropic: { steps: [{ kind: "reset", afterbytes: 3 }] } } })
       assert.deepStrictEqual(field.issues, [
-        `routes.anthropic.steps[0].afterbytes: is unexpected, expected: "kind" | "reply" | "headers" | "pace" | "forMs" | "comment" | "afterBytes" | "afterEvents"`
+        `routes.anthropic.steps[0].afterbytes: is unexpected, expected: "kind" | "reply" | "headers" | "pace" | "forMs" | "comment" | "afterBytes" | "afterEvents" | "afterTokens"`
       ])
       const route = yield* decodeError({ routes: { openai: {} } })
       assert.match(route.issues[0]!, /^routes\.openai: is unexpected/)

@@ -89,9 +89,14 @@ export class AttemptParts {
     return parts
   }
 
-  /** The parts still to show once `reply` (this attempt's) is committed, the finish last. */
+  /** The parts still to show once `reply` (this attempt's) is committed: its response metadata, then the finish. */
   commit(reply: Generation.Reply, protocol: string): ReadonlyArray<Response.StreamPartEncoded> {
-    const parts = [...this.held, ...this.ends, ...ResponseMapping.toolCallParts(reply)]
+    const parts = [
+      ...this.held,
+      ...this.ends,
+      ...ResponseMapping.toolCallParts(reply),
+      ...ResponseMapping.metadataParts(reply)
+    ]
     parts.push(ResponseMapping.finishPart(reply, protocol))
     this.held = []
     return parts

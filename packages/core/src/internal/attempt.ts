@@ -13,7 +13,9 @@ export class Accumulator {
   readonly reasoningParts: Array<Message.ReasoningPart> = []
   readonly toolCalls: Array<Message.ToolCall> = []
   usage: Generation.Usage | undefined = undefined
-  finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined = undefined
+  finish:
+    | { readonly reason: Generation.FinishReason; readonly providerReason: string; readonly model?: string | undefined }
+    | undefined = undefined
   /** Set the moment a chunk hook first runs: from then on the attempt cannot be replayed. */
   effectful = false
   /** False after the early break: output is no longer surfaced, only drained. */
@@ -30,7 +32,7 @@ export class Accumulator {
         this.usage = event.usage
         return true
       case "Finish":
-        if (this.finish === undefined) this.finish = { reason: event.reason, providerReason: event.providerReason }
+        if (this.finish === undefined) this.finish = event
         return true
       case "TextDelta":
         if (!this.surfacing) return false

@@ -20,6 +20,7 @@ import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import * as Budget from "../Budget.js"
+import * as Circuit from "../Circuit.js"
 import * as Classification from "../Classification.js"
 import * as FleetLimits from "../FleetLimits.js"
 import * as Generation from "../Generation.js"
@@ -27,12 +28,14 @@ import * as HookError from "../HookError.js"
 import * as Pacing from "../Pacing.js"
 import * as Policy from "../Policy.js"
 import * as Provider from "../Provider.js"
-import type * as ProviderFailure from "../ProviderFailure.js"
+import * as ProviderFailure from "../ProviderFailure.js"
+import * as ProviderRejection from "../ProviderRejection.js"
 import * as RecoveryErrorFamily from "../RecoveryError.js"
 import * as RecoveryExhausted from "../RecoveryExhausted.js"
 import * as RecoveryNotifications from "../RecoveryNotifications.js"
 import * as Telemetry from "../RecoveryTelemetry.js"
 import * as Resumption from "../Resumption.js"
+import * as Routes from "../Routes.js"
 import * as TransportError from "../TransportError.js"
 import { Accumulator } from "./attempt.js"
 
@@ -110,12 +113,50 @@ export const reply = <E extends AttemptError, R, RH>(
   options: Options<RH>,
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH> =>
+  replyOf([new RouteRun(0, open as Open<AttemptError, never>, undefined)], undefined, options, meters) as Effect.Effect<
+    Generation.Reply,
+    RecoveryError,
+    Exclude<R, Budget.Budget | Scope.Scope> | RH
+  >
+
+/**
+ * Runs one reply of `request` along `plan` (see `Routes`): each route opened with its own model, in order, with the
+ * circuits of the context.
+ *
+ * @internal
+ */
+export const replyRouted = <RH>(
+  plan: Routes.Plan,
+  request: Generation.GenerationRequest,
+  options: Options<RH>,
+  meters: Telemetry.Meters
+): Effect.Effect<Generation.Reply, RecoveryError, RH> =>
+  replyOf(
+    plan.routes.map((route, index) =>
+      new RouteRun(
+        index,
+        route.provider.open({ ...request, model: route.model }) as Open<AttemptError, never>,
+        { route, ref: Routes.refOf(plan, index), key: Routes.key(route) }
+      )
+    ),
+    plan,
+    options,
+    meters
+  )
+
+const replyOf = <RH>(
+  routes: ReadonlyArray<RouteRun>,
+  plan: Routes.Plan | undefined,
+  options: Options<RH>,
+  meters: Telemetry.Meters
+): Effect.Effect<Generation.Reply, RecoveryError, RH> =>
   Effect.flatMap(
     Effect.context<never>(),
     (context) =>
       Effect.flatMap(Effect.zip(Budget.enclosingOrNew, FiberRef.get(currentReplay)), ([allowance, replay]) => {
         const run = new ReplyRun<RH>(
-          open as Open<AttemptError, never>,
+          routes,
+          plan === undefined ? undefined : Context.get(context, Circuit.Circuit),
           options,
           meters,
           allowance,
@@ -151,7 +192,7 @@ export const reply = <E extends AttemptError, R, RH>(
               : endSpan(span, exit)
         )
       })
-  ) as Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH>
+  )
 
 /**
  * The wait before the next attempt: `delay` counted from `since`, the moment the failed attempt's failure was observed
@@ -178,6 +219,35 @@ interface FleetStop {
 }
 
 /**
+ * A route as one reply follows it: how to open it, and what this reply has seen of it. Without a plan a reply has one
+ * route, without `planned` (and no circuit).
+ */
+class RouteRun {
+  /** Sends this reply made on the route. */
+  sends = 0
+  /** Chunks that were not JSON, in this reply's attempts on the route. */
+  malformed = 0
+  /** Whether the reply came to the route (sent to it, or skipped it with its circuit open). */
+  visited = false
+  /** What ended the route for this reply: its last failure, or its open circuit. */
+  last: { readonly message: string; readonly error?: ProviderFailure.ProviderFailure | undefined } | undefined =
+    undefined
+
+  constructor(
+    readonly index: number,
+    readonly open: Open<AttemptError, never>,
+    readonly planned:
+      | { readonly route: Routes.Route; readonly ref: Generation.RouteRef; readonly key: string }
+      | undefined
+  ) {}
+
+  /** Sends on the route before a transient failure leaves it (while a later route remains). */
+  get limit(): number {
+    return this.planned?.route.attempts ?? Routes.defaultAttempts
+  }
+}
+
+/**
  * One reply's state: its settings read once, the errors of its failed attempts, the backoff's schedule, and the
  * background response it reads, if its provider offered one (it is the reply's `Resumption` service).
  */
@@ -194,9 +264,13 @@ class ReplyRun<RH> implements Resumption.Service {
   /** The response the current attempt reads, when its provider offered one that can outlive the connection. */
   live: Resumption.Resumable | undefined = undefined
   pending: Pending | undefined = undefined
+  /** The route the next attempt goes to (an index of `routes`). */
+  current = 0
 
   constructor(
-    readonly open: Open<AttemptError, never>,
+    readonly routes: ReadonlyArray<RouteRun>,
+    /** The circuits of the plan's routes; undefined without a plan. */
+    readonly circuit: Circuit.Service | undefined,
     readonly options: Options<RH>,
     readonly meters: Telemetry.Meters,
     readonly allowance: Budget.Allowance,
@@ -249,9 +323,12 @@ class ReplyRun<RH> implements Resumption.Service {
    * nothing of the steps before is held while an attempt reads its stream.
    */
   attempts(): Effect.Effect<Generation.Reply, RecoveryError, RH> {
+    const attempt = Effect.flatMap(Effect.suspend(() => this.attempt()), (decision) => this.after(decision))
     const next = Effect.zipRight(
       this.pacing.admit,
-      Effect.flatMap(Effect.suspend(() => this.attempt()), (decision) => this.after(decision))
+      this.circuit === undefined
+        ? attempt
+        : Effect.flatMap(Effect.suspend(() => this.admitted()), (stop) => stop === undefined ? attempt : stop)
     )
     if (this.fleet === FleetLimits.unlimited) return next
     // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way the
@@ -300,7 +377,7 @@ class ReplyRun<RH> implements Resumption.Service {
     // A fresh send reads a response of its own (if its provider offers one); a continuation reads the same one.
     if (resumed === undefined) this.live = undefined
     const open: Open<AttemptError, never> = resumed === undefined
-      ? this.open
+      ? this.routes[this.current]!.open
       : Provider.fromStream(resumed.continuation.stream) as Open<AttemptError, never>
     const attempt = new AttemptRun<RH>(this, resumed)
     return region(
@@ -314,6 +391,132 @@ class ReplyRun<RH> implements Resumption.Service {
     )
   }
 
+  /**
+   * The circuit of the route the next attempt goes to, asked first: a route whose circuit is open is skipped without a
+   * send (`RouteSwitched` with `CircuitOpen`), for the next one. Returns the end of the reply when no route is left.
+   */
+  admitted(): Effect.Effect<Effect.Effect<never, RecoveryError> | undefined> {
+    const self = this
+    return Effect.gen(function*() {
+      const { allowance, routes } = self
+      while (true) {
+        const route = routes[self.current]!
+        const admission = yield* self.circuit!.admit(route.planned!.key)
+        if (admission._tag !== "Open") return undefined
+        route.visited = true
+        route.last = { message: `circuit open (probe in ${Duration.format(admission.retryIn)})` }
+        const to = self.current + 1
+        if (to >= routes.length) return self.routesEnded()
+        const now = yield* Clock.currentTimeNanos
+        yield* self.notify(N.RouteSwitched({
+          from: route.planned!.ref,
+          to: routes[to]!.planned!.ref,
+          reason: "CircuitOpen",
+          nextAttempt: (yield* allowance.used) + 1,
+          remainingAttempts: yield* allowance.remainingAttempts,
+          remainingTime: Duration.nanos(allowance.deadlineAt > now ? allowance.deadlineAt - now : 0n)
+        }))
+        yield* Metric.increment(self.meters.switches("CircuitOpen"))
+        self.current = to
+      }
+    })
+  }
+
+  /**
+   * The end of a reply whose routes are all left: the first failure a route sent (the primary's when it sent), with
+   * every route's last failure; when no route sent, `RecoveryExhausted{reason: "CircuitOpen"}`.
+   */
+  routesEnded(): Effect.Effect<never, RecoveryError> {
+    const first = this.routes.find((route) => route.last?.error !== undefined)?.last?.error
+    return first === undefined ? this.exhausted("CircuitOpen") : this.surface(this.withRoutes(first))
+  }
+
+  /**
+   * The error a reply that ends on `error` fails with: `error` itself, or, once the reply has left a route, the first
+   * failure a route sent (the primary's), with each route's last failure.
+   */
+  ended(error: ProviderFailure.ProviderFailure): ProviderFailure.ProviderFailure {
+    if (this.routes.length < 2) return error
+    const route = this.routes[this.current]!
+    route.last = { message: error.message, error }
+    return this.withRoutes(this.routes.find((route) => route.last?.error !== undefined)?.last?.error ?? error)
+  }
+
+  /** `error` with each route's last failure, when the plan has more than one route. */
+  withRoutes<F extends ProviderFailure.ProviderFailure>(error: F): F {
+    const routeFailures = this.routeFailures()
+    return routeFailures === undefined ? error : ProviderFailure.copyWith<F>(error, { routeFailures } as Partial<F>)
+  }
+
+  routeFailures(): ReadonlyArray<Routes.RouteFailure> | undefined {
+    if (this.routes.length < 2) return undefined
+    return this.routes.filter((route) => route.visited).map((route) => ({
+      route: route.planned!.ref.index,
+      name: route.planned!.ref.name,
+      model: route.planned!.ref.model,
+      message: route.last?.message ?? "not tried",
+      ...(route.last?.error === undefined ? {} : { error: route.last.error })
+    }))
+  }
+
+  /**
+   * A failure of the current route, seen by its circuit and counted: whether the route is left, and why. A transient
+   * failure leaves a route only while a later one remains; the rest leave it whatever follows (and end the reply when
+   * nothing does).
+   */
+  routeFailed(
+    error: ProviderFailure.ProviderFailure,
+    verdict: Classification.Classification
+  ): Effect.Effect<Routes.SwitchReason | undefined> {
+    const self = this
+    return Effect.gen(function*() {
+      const route = self.routes[self.current]!
+      route.last = { message: error.message, error }
+      const retryable = verdict._tag === "Retryable"
+      let circuit: Circuit.State = "closed"
+      if (self.circuit !== undefined) {
+        const key = route.planned!.key
+        // the server answered a rejection of the request: it is up
+        if (retryable) circuit = yield* self.circuit.failed(key)
+        else yield* self.circuit.succeeded(key)
+      }
+      if (TransportError.isTransportError(error) && error.reason === "MalformedChunk" && ++route.malformed >= 2) {
+        return "MalformedChunk"
+      }
+      if (retryable) {
+        if (self.current === self.routes.length - 1) return undefined
+        if (circuit === "open" || route.sends >= route.limit) return "Transient"
+        if (TransportError.isTransportError(error) && error.reason === "Timeout") return "Timeout"
+        return undefined
+      }
+      if (ProviderRejection.isProviderRejection(error)) {
+        switch (error.reason) {
+          case "Authentication":
+          case "Permission":
+          case "NotFound":
+          case "Quota":
+            return "Rejected"
+          case "ContextOverflow":
+            return "ContextOverflow"
+        }
+      }
+      return undefined
+    })
+  }
+
+  /** The route a reply goes to when it leaves the current one for `reason`; undefined when there is none. */
+  nextRoute(reason: Routes.SwitchReason): number | undefined {
+    const { current, routes } = this
+    if (reason !== "ContextOverflow") return current + 1 < routes.length ? current + 1 : undefined
+    // an overflow goes to the next route that declares a larger window than the one that overflowed
+    const window = routes[current]!.planned?.route.contextWindow ?? 0
+    for (let i = current + 1; i < routes.length; i++) {
+      const larger = routes[i]!.planned?.route.contextWindow
+      if (larger !== undefined && larger > window) return i
+    }
+    return undefined
+  }
+
   /** Recovery ends with `reason`; `retryAfter` for `RetryAfterBeyondDeadline`, `nextDelay` for a wait past the deadline. */
   exhausted(
     reason: RecoveryExhausted.Reason,
@@ -323,6 +526,7 @@ class ReplyRun<RH> implements Resumption.Service {
     const self = this
     return Effect.gen(function*() {
       const { allowance, errors, lastShown } = self
+      const routeFailures = self.routeFailures()
       const error = new RecoveryExhausted.RecoveryExhausted({
         reason,
         attempts: yield* allowance.used,
@@ -332,7 +536,8 @@ class ReplyRun<RH> implements Resumption.Service {
         ...(errors.length > 0 ? { lastError: errors[errors.length - 1] } : {}),
         ...(retryAfter === undefined ? {} : { retryAfter }),
         ...(nextDelay === undefined ? {} : { nextDelay }),
-        ...(lastShown === undefined ? {} : { partialOutputChars: lastShown })
+        ...(lastShown === undefined ? {} : { partialOutputChars: lastShown }),
+        ...(routeFailures === undefined ? {} : { routeFailures })
       })
       yield* self.notify(N.Exhausted({ error }))
       yield* Metric.increment(self.meters.exhaustions(reason))
@@ -470,6 +675,12 @@ class ReplyRun<RH> implements Resumption.Service {
     readonly retryAfter: Option.Option<Duration.Duration>
     readonly immediate: boolean
     readonly resume?: RecoveryNotifications.Resume | undefined
+    /** The next attempt goes to route `to` (told with `RouteSwitched` instead of `RetryScheduled`), at once. */
+    readonly switchTo?: {
+      readonly to: number
+      readonly reason: Routes.SwitchReason
+      readonly error: AttemptError
+    } | undefined
   }): Effect.Effect<Either.Either<Duration.Duration, Effect.Effect<never, RecoveryError>>> {
     const self = this
     return Effect.gen(function*() {
@@ -492,6 +703,25 @@ class ReplyRun<RH> implements Resumption.Service {
       }
       const withdrawal = yield* self.fleet.withdraw
       if (!withdrawal.allowed) return Either.left(self.exhausted("FleetBudget"))
+      const switchTo = next.switchTo
+      if (switchTo !== undefined) {
+        const { reason, to } = switchTo
+        yield* Effect.annotateCurrentSpan({ [A.outcome]: "switched", [A.routeSwitch]: reason })
+        yield* self.notify(N.RouteSwitched({
+          from: self.routes[self.current]!.planned!.ref,
+          to: self.routes[to]!.planned!.ref,
+          reason,
+          error: switchTo.error,
+          nextAttempt: next.attempt + 1,
+          remainingAttempts: next.remainingAttempts,
+          remainingTime: Duration.nanos(allowance.deadlineAt - now)
+        }))
+        yield* Metric.increment(meters.switches(reason))
+        // the next route starts its backoff afresh
+        self.current = to
+        self.planner = undefined
+        return Either.right(Duration.zero)
+      }
       yield* Effect.annotateCurrentSpan({
         [A.outcome]: next.resume === undefined ? "retried" : "resumed",
         [A.retryDelayMs]: Duration.toMillis(wait.delay),
@@ -621,10 +851,25 @@ class AttemptRun<RH> {
       self.attempt = attempt
       self.debitedAt = yield* Clock.currentTimeNanos
       reply.attemptsOfReply++
+      const route = reply.routes[reply.current]!
+      route.sends++
+      route.visited = true
       yield* Metric.increment(reply.meters.attempts)
       const maxAttempts = reply.allowance.settings.maxAttempts
+      const planned = route.planned
+      if (planned !== undefined) {
+        yield* Effect.annotateCurrentSpan({
+          [A.routeIndex]: planned.ref.index,
+          [A.route]: planned.ref.name,
+          [A.requestModel]: planned.ref.model
+        })
+      }
       if (resumed === undefined) {
-        yield* reply.notify(N.AttemptStarted({ attempt, maxAttempts }))
+        yield* reply.notify(
+          N.AttemptStarted(
+            planned === undefined ? { attempt, maxAttempts } : { attempt, maxAttempts, route: planned.ref }
+          )
+        )
       } else {
         const { fromSequence, mode } = resumed.continuation
         yield* reply.notify(
@@ -751,6 +996,7 @@ class AttemptRun<RH> {
   committed(): Effect.Effect<Decision> {
     const { acc, reply } = this
     const finish = acc.finish!
+    const planned = reply.routes[reply.current]!.planned
     const committed = new Generation.Reply({
       text: acc.text,
       reasoning: acc.reasoning,
@@ -759,16 +1005,19 @@ class AttemptRun<RH> {
       finishReason: finish.reason,
       providerFinishReason: finish.providerReason,
       usage: Option.fromNullable(acc.usage),
-      attempts: reply.attemptsOfReply
+      attempts: reply.attemptsOfReply,
+      ...(finish.model === undefined ? {} : { model: finish.model }),
+      ...(planned === undefined ? {} : { route: planned.ref })
     })
-    return Effect.as(
-      Effect.annotateCurrentSpan({
-        [A.attempt]: this.attempt!,
-        [A.outcome]: "committed",
-        ...replyAttributes(committed)
-      }),
-      { _tag: "Commit", reply: committed }
-    )
+    const annotated = Effect.annotateCurrentSpan({
+      [A.attempt]: this.attempt!,
+      [A.outcome]: "committed",
+      ...replyAttributes(committed)
+    })
+    const decision: Decision = { _tag: "Commit", reply: committed }
+    return reply.circuit === undefined || planned === undefined
+      ? Effect.as(annotated, decision)
+      : Effect.as(Effect.zipRight(annotated, reply.circuit.succeeded(planned.key)), decision)
   }
 
   /** What follows a failed attempt: surfaced, exhausted, continued or replayed. */
@@ -812,29 +1061,39 @@ class AttemptRun<RH> {
 
       const verdict = Classification.classify(error)
       yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
-      const surfaced = (replayBlocked?: TransportError.ReplayBlocked) =>
-        stop(reply.surface(RecoveryErrorFamily.withAttemptFacts(error, {
+      const faceted = (replayBlocked?: TransportError.ReplayBlocked) =>
+        RecoveryErrorFamily.withAttemptFacts(error, {
           partialOutputChars: acc.text.length,
           ...(replayBlocked === undefined ? {} : { replayBlocked })
-        })))
-      if (verdict._tag === "Permanent") return surfaced()
+        })
+      const surfaced = (replayBlocked?: TransportError.ReplayBlocked) =>
+        stop(reply.surface(reply.ended(faceted(replayBlocked))))
+      const leave = yield* reply.routeFailed(faceted(), verdict)
       if (!reply.replay) {
-        yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+        if (verdict._tag !== "Permanent" || leave !== undefined) {
+          yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
+        }
         return surfaced()
       }
-      if (acc.effectful) {
+      if (acc.effectful && (verdict._tag !== "Permanent" || leave !== undefined)) {
         yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
         return surfaced("ExternalEffects")
       }
-      reply.errors.push(RecoveryErrorFamily.withAttemptFacts(error, { partialOutputChars: acc.text.length }))
+      const to = leave === undefined ? undefined : reply.nextRoute(leave)
+      // a route left with nowhere to go ends the reply, as a failure that is not replayed does
+      if ((leave !== undefined && to === undefined) || (leave === undefined && verdict._tag === "Permanent")) {
+        return surfaced()
+      }
+      reply.errors.push(faceted())
 
       const remainingAttempts = yield* reply.allowance.remainingAttempts
       if (remainingAttempts === 0) return stop(reply.exhausted("Attempts"))
       const scheduled = yield* reply.scheduleNext({
         attempt,
         remainingAttempts,
-        retryAfter: verdict.retryAfter,
-        immediate: false
+        retryAfter: verdict._tag === "Retryable" ? verdict.retryAfter : Option.none(),
+        immediate: to !== undefined,
+        switchTo: to === undefined ? undefined : { to, reason: leave!, error }
       })
       return Either.isLeft(scheduled)
         ? stop(scheduled.left)
@@ -894,6 +1153,8 @@ export const replyAttributes = (reply: Generation.Reply): Record<string, unknown
   [A.finishReasons]: [reply.finishReason],
   [A.committedChars]: reply.text.length,
   [A.toolCalls]: reply.toolCalls.length,
+  ...(reply.model === undefined ? {} : { [A.responseModel]: reply.model }),
+  ...(reply.route === undefined ? {} : { [A.routeIndex]: reply.route.index, [A.route]: reply.route.name }),
   ...Option.match(reply.usage, {
     onNone: () => ({}),
     onSome: (usage) => ({ [A.inputTokens]: usage.inputTokens, [A.outputTokens]: usage.outputTokens })

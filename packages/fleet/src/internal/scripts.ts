@@ -25,13 +25,16 @@ import * as Crypto from "node:crypto"
  */
 export interface Script {
   readonly name: string
-  /** The fleet's keys the script is given, in order. */
-  readonly keys: ReadonlyArray<"budget" | "pause">
+  /** The fleet's keys the script is given, in order (a circuit's key is its route's). */
+  readonly keys: ReadonlyArray<"budget" | "pause" | "circuit">
   readonly source: string
   readonly sha: string
 }
 
-const script = (name: string, keys: Script["keys"], source: string): Script => ({
+/**
+ * @internal
+ */
+export const script = (name: string, keys: Script["keys"], source: string): Script => ({
   name,
   keys,
   source,

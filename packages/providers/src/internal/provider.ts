@@ -22,7 +22,7 @@ import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import * as RequestChecks from "./requestChecks.js"
 import * as Send from "./send.js"
-import type { Settings } from "./settings.js"
+import * as Settings from "./settings.js"
 import * as SseInternal from "./sse.js"
 
 /**
@@ -46,7 +46,7 @@ export interface Decoder<Ev> {
 export const makeService = <Ev>(options: {
   readonly protocol: string
   readonly client: HttpClient.HttpClient
-  readonly settings: Settings
+  readonly settings: Settings.Settings
   readonly request: (request: Generation.GenerationRequest) => Send.RequestSpec
   readonly decoder: (context: { readonly requestId: string | undefined }) => Decoder<Ev>
 }): Provider.Service => {
@@ -54,8 +54,13 @@ export const makeService = <Ev>(options: {
   // for all of them; an attempt enters both queues once, from its send to its scope's end (`Attempt.within`)
   const deadlines = Deadlines.make(options.settings.firstByteTimeout)
   const idle = Deadlines.make(options.settings.idleTimeout)
+  // and the first-token deadlines of its attempts, from the send to the first content event, when it has that timeout
+  const tokens = options.settings.firstTokenTimeout === undefined
+    ? undefined
+    : Deadlines.make(options.settings.firstTokenTimeout)
   return Provider.make({
     protocol: options.protocol,
+    endpoint: Settings.publicBase(options.settings.baseUrl, options.settings.scrub),
     open: (request) => {
       // The request checked, mapped and encoded by its first attempt and sent again as it is by every replay.
       let prepared: Send.Prepared | undefined
@@ -70,7 +75,7 @@ export const makeService = <Ev>(options: {
           return Send.open(options.client, prepared, options.settings, attempt)
         })
       return (
-        Attempt.within(deadlines, idle, (attempt) =>
+        Attempt.within(deadlines, idle, tokens, (attempt) =>
           Effect.flatMap(send(attempt), (response) => {
             const requestId = Option.getOrUndefined(Send.responseRequestId(response, options.settings.scrub))
             const decoder = options.decoder({ requestId })
@@ -84,11 +89,13 @@ export const makeService = <Ev>(options: {
                 decode: decoder.decode,
                 machine: decoder.machine,
                 requestId,
-                idle
+                idle,
+                held: attempt
               })
             }
-            return Effect.map(body, (pull) =>
-              SseInternal.reader({
+            return Effect.map(body, (pull) => {
+              attempt.body = pull
+              return SseInternal.reader({
                 body: pull,
                 settings: options.settings,
                 decode: decoder.decode,
@@ -98,7 +105,8 @@ export const makeService = <Ev>(options: {
                 close: attempt.close,
                 idle,
                 held: attempt
-              }))
+              })
+            })
           }))
       )
     }
@@ -192,17 +200,38 @@ export const truncatedArguments = (
   })
 
 /**
- * The three events a terminal may end with: usage when known, then `Finish`.
+ * The events a terminal ends with: usage when known, then `Finish`, naming the `model` the response named.
  *
  * @internal
  */
 export const finishEvents = (
   usage: Generation.Usage | undefined,
   reason: Generation.FinishReason,
-  providerReason: string
+  providerReason: string,
+  model: string | undefined
 ): Array<Generation.GenerationEvent> => {
   const out: Array<Generation.GenerationEvent> = []
   if (usage !== undefined) out.push(Generation.UsageEvent({ usage }))
-  out.push(Generation.Finish({ reason, providerReason }))
+  out.push(finish(reason, providerReason, model))
   return out
 }
+
+/**
+ * A `Finish`, with `model` only when the response named one.
+ *
+ * @internal
+ */
+export const finish = (
+  reason: Generation.FinishReason,
+  providerReason: string,
+  model: string | undefined
+): Generation.GenerationEvent =>
+  Generation.Finish(model === undefined ? { reason, providerReason } : { reason, providerReason, model })
+
+/**
+ * The model a response names, when it names one: a non-empty string (anything else is not read).
+ *
+ * @internal
+ */
+export const modelOf = (value: unknown): string | undefined =>
+  typeof value === "string" && value.length > 0 ? value : undefined

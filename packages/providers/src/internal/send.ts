@@ -48,6 +48,17 @@ const firstByteFailure = (settings: Settings) =>
   })
 
 /**
+ * The failure of an attempt whose first content event did not come within the first-token timeout.
+ *
+ * @internal
+ */
+export const firstTokenFailure = (settings: Settings): TransportError.TransportError =>
+  new TransportError.TransportError({
+    reason: "Timeout",
+    detail: `no first token within ${Duration.format(settings.firstTokenTimeout ?? Duration.zero)}`
+  })
+
+/**
  * The request without a debit, bounded by the first-byte timeout: for the requests that are not generation sends
  * (a background response's follow-up polls and its cancel).
  *
@@ -91,19 +102,33 @@ export const sendIn = (
       () => {
         const entry = Deadlines.arm(attempt.firstByte, attempt.clock, attempt.close)
         attempt.sending = entry
+        // the first token is timed from this send (a capability fallback's resend starts it again)
+        let token: Deadlines.Deadline | undefined
+        if (attempt.tokens !== undefined) {
+          if (attempt.token !== undefined) Deadlines.disarm(attempt.tokens, attempt.token)
+          token = Deadlines.arm(attempt.tokens, attempt.clock, attempt.expireToken)
+          attempt.token = token
+        }
         const settle = () => {
           Deadlines.disarm(attempt.firstByte, entry)
           attempt.sending = undefined
         }
+        const timedOut = () =>
+          entry.timedOut
+            ? firstByteFailure(settings)
+            : token !== undefined && token.timedOut
+            ? firstTokenFailure(settings)
+            : undefined
         return Effect.matchEffect(ScopedAbort.scopedClient(client).execute(request), {
           onFailure: (error) => {
             settle()
-            return Effect.fail(entry.timedOut ? firstByteFailure(settings) : fromRequestError(error, settings.scrub))
+            return Effect.fail(timedOut() ?? fromRequestError(error, settings.scrub))
           },
           // the timer fired as the headers came: the request is aborted, so the response is not read
           onSuccess: (response) => {
             settle()
-            return entry.timedOut ? Effect.fail(firstByteFailure(settings)) : Effect.succeed(response)
+            const failure = timedOut()
+            return failure !== undefined ? Effect.fail(failure) : Effect.succeed(response)
           }
         })
       }

@@ -21,6 +21,8 @@ export interface Settings {
   readonly baseUrl: string
   readonly apiKey: Redacted.Redacted<string>
   readonly firstByteTimeout: Duration.Duration
+  /** Absent: no first-token timeout. */
+  readonly firstTokenTimeout: Duration.Duration | undefined
   readonly idleTimeout: Duration.Duration
   readonly maxEventSize: number
   readonly maxReplyBytes: number
@@ -50,11 +52,25 @@ export const settings = (protocol: ProviderOptions.Protocol, options: ProviderOp
     baseUrl,
     apiKey: options.apiKey,
     firstByteTimeout: timeout("firstByteTimeout", options.firstByteTimeout, ProviderOptions.defaultFirstByteTimeout),
+    firstTokenTimeout: options.firstTokenTimeout === undefined
+      ? undefined
+      : timeout("firstTokenTimeout", options.firstTokenTimeout, Duration.zero),
     idleTimeout: timeout("idleTimeout", options.idleTimeout, ProviderOptions.defaultIdleTimeout),
     maxEventSize: count("maxEventSize", options.maxEventSize, ProviderOptions.defaultMaxEventSize),
     maxReplyBytes: count("maxReplyBytes", options.maxReplyBytes, ProviderOptions.defaultMaxReplyBytes),
     scrub
   }
+}
+
+/**
+ * The base URL as the provider names it (`Provider.Service.endpoint`, which names a route's circuit): its origin and
+ * path, trailing slashes ignored, without userinfo, query or fragment, scrubbed of the key.
+ *
+ * @internal
+ */
+export const publicBase = (baseUrl: string, scrub: (text: string) => string): string => {
+  const url = new URL(baseUrl)
+  return scrub(`${url.origin}${url.pathname.replace(/\/+$/, "")}`)
 }
 
 /**

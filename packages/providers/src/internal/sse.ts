@@ -38,6 +38,7 @@ import { fromBodyError, inBandError } from "./failure.js"
 import * as Json from "./json.js"
 import { excerpt } from "./redaction.js"
 import { decodeFast } from "./schema.js"
+import { firstTokenFailure } from "./send.js"
 import type { Settings } from "./settings.js"
 import * as Utf8 from "./utf8.js"
 
@@ -142,8 +143,9 @@ export class Failed {
 export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/skip")
 
 /**
- * A JSON event decoder: undecodable JSON or a payload that does not match the (lenient) schema is
- * `ProviderRejection{reason: "MalformedStream"}`, as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
+ * A JSON event decoder: data that is not JSON is `TransportError{reason: "MalformedChunk"}` (corruption on the way,
+ * retryable), a payload that does not match the (lenient) schema is `ProviderRejection{reason: "MalformedStream"}`,
+ * each as a {@link Failed}. Synchronous: `JSON.parse`, then the schema's
  * validation, per event (`decodeFast`): a schema with a guard (`withGuard`, the hot events) is checked by its guard
  * first, and an event the guard leaves is decoded by the schema, which reports the issue. A decoded
  * event is returned as it is, not wrapped: a wrapper would be one more object per token.
@@ -156,25 +158,24 @@ export const skip: unique symbol = Symbol.for("@reprise/providers/internal/sse/s
  */
 export const jsonDecoder = <A, I>(schema: Schema.Schema<A, I>, settings: Settings) => {
   const validate = decodeFast(schema)
-  const malformed = (event: Event, reason: string) =>
-    new Failed(
-      new ProviderRejection.ProviderRejection({
-        reason: "MalformedStream",
-        detail: settings.scrub(
-          `undecodable ${eventName(event)} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
-            excerpt(settings.scrub, reason, 300)
-          }`
-        )
-      })
+  const detail = (event: Event, reason: string) =>
+    settings.scrub(
+      `undecodable ${eventName(event)} event ${JSON.stringify(excerpt(settings.scrub, event.data, 120))}: ${
+        excerpt(settings.scrub, reason, 300)
+      }`
     )
+  const malformed = (event: Event, reason: string) =>
+    new Failed(new ProviderRejection.ProviderRejection({ reason: "MalformedStream", detail: detail(event, reason) }))
   return (event: Event): A | Failed => {
     let json: unknown
     try {
       json = JSON.parse(event.data)
     } catch {
       // Not the parser's own message: it quotes the input, cut at a length of its choosing, so a key in the
-      // input could survive in part. The data itself is shown above, scrubbed, then cut.
-      return malformed(event, "not valid JSON")
+      // input could survive in part. The data itself is shown, scrubbed, then cut.
+      return new Failed(
+        new TransportError.TransportError({ reason: "MalformedChunk", detail: detail(event, "not valid JSON") })
+      )
     }
     const decoded = validate(json)
     if (!(decoded instanceof ParseResult.ParseError)) return decoded
@@ -438,6 +439,11 @@ const stepAll = <Ev>(
   return { progressed, failure: undefined }
 }
 
+/** Whether an event is content, which ends the wait for the first token (see `ProviderOptions.firstTokenTimeout`). */
+const isContent = (event: Generation.GenerationEvent): boolean =>
+  event._tag === "TextDelta" || event._tag === "ReasoningDelta" || event._tag === "ReasoningComplete" ||
+  event._tag === "ToolCallDelta" || event._tag === "ToolCallComplete"
+
 /** How much of a body without any SSE event is kept to recognise a JSON body sent in place of a stream. */
 const maxJsonBody = 64 * 1024
 
@@ -483,7 +489,8 @@ const jsonInsteadOfStream = (
  * decoded and stepped in order, their outputs written to one array. Per-element stream stages, a channel hand-off per
  * event and a timer per event cost far more than the decoding itself. The body is read by one pull (`Body.pull`), not
  * through stream stages: its end, its failure and the machine's end are handled here. On an idle timeout (see the
- * module's description) reading stops at once, the body is closed, and `machine.end` gets the `Timeout`. A body that
+ * module's description) reading stops at once, the body is closed, and `machine.end` gets the `Timeout`; so it does
+ * when the attempt's first-token deadline (`Held.token`) passed before an event of content. A body that
  * fails mid-read is `TransportError{reason: "Reset"}` (or a `ProtocolViolation`, see `fromBodyError`); an event over
  * `maxEventSize` is `ProviderRejection{reason: "MalformedStream"}`, after the events before it. The body's bytes are
  * counted: past `maxReplyBytes`, the events within the bound are decoded and stepped, and unless the machine is then
@@ -517,6 +524,8 @@ export interface RunOptions<Ev> {
    * the stream's own, opened here.
    */
   readonly idle?: Deadlines.Deadlines | undefined
+  /** The attempt's deadlines of the pull in progress and of the first token, when a provider's attempt reads it. */
+  readonly held?: Held | undefined
 }
 
 /**
@@ -539,7 +548,7 @@ export const pull = <Ev>(
     // interruption between the two would leave the request unaborted; the release is synchronous or bounded (`body.ts`)
     const close = Effect.uninterruptible(Scope.close(bodyScope, Exit.void))
     // a pull's deadline, when the body can be abandoned; none is armed for one read by `watched`
-    const held: Held = { reading: undefined }
+    const held: Held = options.held ?? { reading: undefined }
     const read = steps(options, body, clock, close, held)
     if (!Body.abandonable(body)) return yield* watched(read.next, options.settings.idleTimeout, read.timedOut)
     const idle = options.idle ?? Deadlines.make(options.settings.idleTimeout)
@@ -563,6 +572,10 @@ export const pull = <Ev>(
  */
 export interface Held {
   reading: Deadlines.Deadline | undefined
+  /** The first-token queue, when the provider has a first-token timeout. */
+  readonly tokens?: Deadlines.Deadlines | undefined
+  /** The first-token deadline armed by the send, until the first content event (or the machine's end) disarms it. */
+  token?: Deadlines.Deadline | undefined
 }
 
 /**
@@ -673,6 +686,12 @@ const steps = <Ev>(
     // stepped where they are, then let go: nothing feeds the parser while they are stepped, so they need no copy
     const { failure, progressed } = stepAll(pending, settings, decode, machine, out)
     pending.length = 0
+    // the first token came (or the reply ended without one): its deadline no longer applies, even if it passed as
+    // this read came in (the wait it abandoned is then waited again)
+    if (held.token !== undefined && (machine.done() || out.some(isContent))) {
+      Deadlines.disarm(held.tokens!, held.token)
+      held.token = undefined
+    }
     const failed = failure ??
       (overflowed && !machine.done() ? tooLarge(settings) : undefined) ??
       (over && !machine.done() ? replyTooLarge(settings) : undefined)
@@ -698,13 +717,14 @@ const steps = <Ev>(
     return then
   }
   // the body closed first
-  const closed = (): Result =>
-    Effect.zipRight(close, end(Option.some(idleFailure(settings.idleTimeout)), clock.unsafeCurrentTimeNanos()))
+  const closed = (failure: ProviderFailure.ProviderFailure): Result =>
+    Effect.zipRight(close, end(Option.some(failure), clock.unsafeCurrentTimeNanos()))
   const pull = (): Result => {
     const then = takeAfter()
     if (then !== undefined) return then
     if (stopped) return finished
-    if (held.reading !== undefined && held.reading.timedOut) return closed()
+    if (held.reading !== undefined && held.reading.timedOut) return closed(idleFailure(settings.idleTimeout))
+    if (held.token !== undefined && held.token.timedOut) return closed(firstTokenFailure(settings))
     return Effect.matchCauseEffect(body, {
       onSuccess: onReads,
       onFailure: (cause): Result => {
@@ -730,7 +750,7 @@ const steps = <Ev>(
       const then = takeAfter()
       if (then !== undefined) return then
       if (stopped) return finished
-      return closed()
+      return closed(idleFailure(settings.idleTimeout))
     }
   }
 }

@@ -85,6 +85,8 @@ export interface Summary {
   readonly toolCalls: ReadonlyArray<Message.ToolCall>
   readonly finish: { readonly reason: string; readonly providerReason: string } | undefined
   readonly usage: Generation.Usage | undefined
+  /** The model the `Finish` names. */
+  readonly model: string | undefined
 }
 
 export const summarize = (events: ReadonlyArray<Generation.GenerationEvent>): Summary => {
@@ -93,6 +95,7 @@ export const summarize = (events: ReadonlyArray<Generation.GenerationEvent>): Su
   const toolCalls: Array<Message.ToolCall> = []
   let finish: Summary["finish"]
   let usage: Generation.Usage | undefined
+  let model: string | undefined
   for (const e of events) {
     switch (e._tag) {
       case "TextDelta":
@@ -106,13 +109,14 @@ export const summarize = (events: ReadonlyArray<Generation.GenerationEvent>): Su
         break
       case "Finish":
         finish = { reason: e.reason, providerReason: e.providerReason }
+        model = e.model
         break
       case "Usage":
         usage = e.usage
         break
     }
   }
-  return { text, reasoning, toolCalls, finish, usage }
+  return { text, reasoning, toolCalls, finish, usage, model }
 }
 
 export interface Received {

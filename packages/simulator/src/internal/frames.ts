@@ -156,6 +156,26 @@ export const isTerminal = (self: Frame, route: SimulatorScript.Route): boolean =
   }
 }
 
+/**
+ * Whether a frame carries a content token: a non-empty text delta of the protocol.
+ *
+ * @internal
+ */
+export const isToken = (self: Frame, route: SimulatorScript.Route): boolean => {
+  const payload = json(self)
+  if (payload === undefined || payload === null || typeof payload !== "object") return false
+  switch (route) {
+    case "openai-chat":
+      return Array.isArray(payload.choices) &&
+        payload.choices.some((choice: any) => typeof choice?.delta?.content === "string" && choice.delta.content !== "")
+    case "anthropic":
+      return payload.type === "content_block_delta" && payload.delta?.type === "text_delta"
+    case "openai-responses":
+    case "subscription":
+      return payload.type === "response.output_text.delta"
+  }
+}
+
 /** @internal */
 export const make = (frames: ReadonlyArray<Frame>, route: SimulatorScript.Route): Frames => {
   const index = frames.findIndex((f) => isTerminal(f, route))

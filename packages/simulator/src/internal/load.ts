@@ -171,6 +171,131 @@ export const load = (
   })
 }
 
+// -----------------------------------------------------------------------------
+// models
+// -----------------------------------------------------------------------------
+
+/** A reply loaded for each route: a model's requests may arrive on any of them. @internal */
+export type Sources = Readonly<Record<SimulatorScript.Route, Source>>
+
+/** @internal */
+export interface LoadedModelStep {
+  readonly step: SimulatorScript.Step
+  /** The step's index in the model's `steps`; undefined for `then`. */
+  readonly index: number | undefined
+  /** The step's own reply, if it names one. */
+  readonly sources: Sources | undefined
+}
+
+/** @internal */
+export interface LoadedModel {
+  /** The model's default reply; undefined: the route's. */
+  readonly reply: Sources | undefined
+  readonly steps: ReadonlyArray<LoadedModelStep>
+  /** What every request after the steps gets. */
+  readonly then: LoadedModelStep
+  readonly rejectPrefill: boolean
+  readonly outage: SimulatorScript.Outage | undefined
+}
+
+/** @internal */
+export type LoadedModels = ReadonlyMap<string, LoadedModel>
+
+const loadSources = (
+  env: Env,
+  dir: string,
+  reply: SimulatorScript.Reply
+): Effect.Effect<Sources, ScriptLoader.ScriptError> =>
+  Effect.all({
+    "openai-chat": loadReply(env, dir, "openai-chat", reply),
+    "openai-responses": loadReply(env, dir, "openai-responses", reply),
+    anthropic: loadReply(env, dir, "anthropic", reply),
+    subscription: loadReply(env, dir, "subscription", reply)
+  })
+
+const loadModelStep = (env: Env, dir: string, step: SimulatorScript.Step, index: number | undefined) =>
+  step.kind !== "status" && step.reply !== undefined
+    ? Effect.map(loadSources(env, dir, step.reply), (sources): LoadedModelStep => ({ step, index, sources }))
+    : Effect.succeed<LoadedModelStep>({ step, index, sources: undefined })
+
+const loadModel = (
+  env: Env,
+  dir: string,
+  script: SimulatorScript.ModelScript
+): Effect.Effect<LoadedModel, ScriptLoader.ScriptError> =>
+  Effect.gen(function*() {
+    return {
+      reply: script.reply === undefined ? undefined : yield* loadSources(env, dir, script.reply),
+      steps: yield* Effect.forEach(script.steps ?? [], (step, index) => loadModelStep(env, dir, step, index)),
+      then: yield* loadModelStep(env, dir, script.then ?? { kind: "stream" }, undefined),
+      rejectPrefill: script.rejectPrefill ?? false,
+      outage: script.outage
+    }
+  })
+
+/**
+ * Loads the model scripts of a whole script.
+ *
+ * @internal
+ */
+export const loadModels = (
+  env: Env,
+  script: SimulatorScript.Script
+): Effect.Effect<LoadedModels, ScriptLoader.ScriptError> => {
+  const dir = fixturesDir(env, script)
+  return Effect.map(
+    Effect.forEach(
+      Object.entries(script.models ?? {}),
+      ([name, model]) => Effect.map(loadModel(env, dir, model), (loaded) => [name, loaded] as const)
+    ),
+    (entries) => new Map(entries)
+  )
+}
+
+/**
+ * The step the `n`th request for a model (0-based, outages and refused prefills left out) gets, and the source of
+ * its reply on `route`.
+ *
+ * @internal
+ */
+export const pickModel = (
+  model: LoadedModel,
+  n: number,
+  route: SimulatorScript.Route,
+  routeReply: Source
+): { readonly step: SimulatorScript.Step; readonly index: number | undefined; readonly source: Source } => {
+  const chosen = model.steps[n] ?? model.then
+  return {
+    step: chosen.step,
+    index: chosen.index,
+    source: chosen.sources?.[route] ?? model.reply?.[route] ?? routeReply
+  }
+}
+
+/** The message of a refused assistant prefill. @internal */
+export const prefillMessage =
+  "This model does not continue a conversation that ends with an assistant message: assistant prefill is not supported."
+
+/** The answer to a request that ends with an assistant message, for a model that refuses prefill. @internal */
+export const prefillRejection: SimulatorScript.Step = {
+  kind: "status",
+  status: 400,
+  error: { type: "invalid_request_error", code: "prefill_not_supported", message: prefillMessage }
+}
+
+/**
+ * Whether a request body's last message (`messages`, or `input` on the Responses routes) has role `assistant`.
+ *
+ * @internal
+ */
+export const endsWithAssistant = (body: unknown): boolean => {
+  if (typeof body !== "object" || body === null) return false
+  const record = body as { readonly messages?: unknown; readonly input?: unknown }
+  const list = Array.isArray(record.messages) ? record.messages : Array.isArray(record.input) ? record.input : []
+  const last: unknown = list.at(-1)
+  return typeof last === "object" && last !== null && (last as { readonly role?: unknown }).role === "assistant"
+}
+
 /**
  * The step the `n`th request of a lane (0-based, since the route's script was set) gets, and the source of its
  * reply (a resume's source is unused: it serves the stored response).

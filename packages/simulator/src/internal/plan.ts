@@ -90,16 +90,54 @@ const encodeFrames = (frames: ReadonlyArray<Frames.Frame>) => {
 const eventOffset = (boundaries: ReadonlyArray<number>, events: number) =>
   events <= 0 ? 0 : boundaries[Math.min(events, boundaries.length) - 1] ?? 0
 
+/**
+ * The byte offset after the event of the `tokens`th content token: before the first token for 0, after the last
+ * one when the reply has fewer, before the first event when it has none.
+ */
+const tokenOffset = (
+  route: SimulatorScript.Route,
+  frames: ReadonlyArray<Frames.Frame>,
+  boundaries: ReadonlyArray<number>,
+  tokens: number
+): number => {
+  const indexes = frames.flatMap((f, i) => Frames.isToken(f, route) ? [i] : [])
+  if (indexes.length === 0) return 0
+  return tokens === 0
+    ? eventOffset(boundaries, indexes[0]!)
+    : eventOffset(boundaries, indexes[Math.min(tokens, indexes.length) - 1]! + 1)
+}
+
+interface Cut {
+  readonly afterBytes?: number | undefined
+  readonly afterEvents?: number | undefined
+  readonly afterTokens?: number | undefined
+}
+
 const cutOffset = (
   boundaries: ReadonlyArray<number>,
   total: number,
-  step: { readonly afterBytes?: number | undefined; readonly afterEvents?: number | undefined }
+  step: Cut,
+  tokenAt: (tokens: number) => number
 ): number | undefined =>
   step.afterBytes !== undefined
     ? Math.min(step.afterBytes, total)
     : step.afterEvents !== undefined
     ? eventOffset(boundaries, step.afterEvents)
+    : step.afterTokens !== undefined
+    ? tokenAt(step.afterTokens)
     : undefined
+
+/**
+ * Whether a step resets the connection before any response byte.
+ *
+ * @internal
+ */
+export const resetsBeforeHeaders = (step: SimulatorScript.Step): boolean =>
+  step.kind === "reset" && step.afterBytes === undefined && step.afterEvents === undefined &&
+  step.afterTokens === undefined
+
+/** The `data:` of a malformed event by default: a chunk cut short. @internal */
+export const defaultMalformed = `{"choices":[{"delta":`
 
 const paceOf = (pace: SimulatorScript.Pace | undefined): Pace | undefined =>
   pace === undefined ? undefined : { everyMs: pace.everyMs, bytes: pace.bytes, events: pace.events ?? 1 }
@@ -133,9 +171,7 @@ export class PlanError {
 export const make = (input: Input): Plan | PlanError => {
   const { route, step } = input
   if (step.kind === "status") return status(input, step)
-  if (step.kind === "reset" && step.afterBytes === undefined && step.afterEvents === undefined) {
-    return { _tag: "ResetBeforeHeaders" }
-  }
+  if (resetsBeforeHeaders(step)) return { _tag: "ResetBeforeHeaders" }
   const headers = { ...sseHeaders(input.requestId), ...lower(step.headers) }
   const source = input.reply()
   let frames = source.frames
@@ -157,9 +193,19 @@ export const make = (input: Input): Plan | PlanError => {
       )
     }
     frames = truncated
+  } else if (step.kind === "malformed") {
+    const at = Math.min(step.afterEvents ?? 9, terminal)
+    frames = [
+      ...frames.slice(0, at),
+      Frames.frame(frames[at]?.event, step.data ?? defaultMalformed),
+      ...frames.slice(at)
+    ]
+  } else if (step.kind === "no-done") {
+    frames = frames.filter((f) => f.data !== "[DONE]")
   }
 
   const { body, boundaries } = encodeFrames(frames)
+  const tokenAt = (tokens: number) => tokenOffset(route, frames, boundaries, tokens)
   const base: Response = {
     status: 200,
     headers,
@@ -178,20 +224,30 @@ export const make = (input: Input): Plan | PlanError => {
     case "drip":
     case "error":
     case "truncated-tool-call":
+    case "malformed":
+    case "no-done":
       return { _tag: "Respond", response: base }
+    case "slow-first-token":
+      return {
+        _tag: "Respond",
+        response: {
+          ...base,
+          stall: { at: tokenAt(0), durationMs: step.delayMs, keepaliveMs: step.keepaliveMs, then: "resume" }
+        }
+      }
     case "reset":
       return {
         _tag: "Respond",
-        response: { ...base, sendUntil: cutOffset(boundaries, body.length, step) ?? 0, ending: "reset" }
+        response: { ...base, sendUntil: cutOffset(boundaries, body.length, step, tokenAt) ?? 0, ending: "reset" }
       }
     case "eof": {
-      const at = cutOffset(boundaries, body.length, step) ?? eventOffset(boundaries, terminal)
+      const at = cutOffset(boundaries, body.length, step, tokenAt) ?? eventOffset(boundaries, terminal)
       return { _tag: "Respond", response: { ...base, sendUntil: at } }
     }
     case "stall": {
       const durationMs = step.durationMs ?? maxStallMs
       const then = step.then ?? "resume"
-      const at = cutOffset(boundaries, body.length, step)
+      const at = cutOffset(boundaries, body.length, step, tokenAt)
       if (at === undefined) return { _tag: "StallBeforeHeaders", durationMs, then, response: base }
       // Comments between the bytes of one event would corrupt it: a stall with keepalives starts at an event
       // boundary.

@@ -105,7 +105,7 @@ export const plan = (
       if (background !== undefined && !(target._tag === "Send" && target.stream)) {
         // Without `stream: true` a background send answers the response object, queued; a reset before headers
         // still resets, and other steps have no stream to act on.
-        return step.kind === "reset" && step.afterBytes === undefined && step.afterEvents === undefined
+        return Plan.resetsBeforeHeaders(step)
           ? { _tag: "ResetBeforeHeaders" }
           : json(route, requestId, store.background.createdObject(background), step.headers)
       }

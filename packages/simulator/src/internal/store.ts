@@ -1,8 +1,8 @@
 /**
  * The simulator's memory: the loaded script, each route's position in it (one for its sends, one for the resumes
- * of its background responses), the recorded requests and the background responses. It is mutated only from the
- * simulator's own fibers (JavaScript runs them one at a time); waiters are woken through a version counter kept by
- * the caller.
+ * of its background responses), each scripted model's position in its steps, the recorded requests and the
+ * background responses. It is mutated only from the simulator's own fibers (JavaScript runs them one at a time);
+ * waiters are woken through a version counter kept by the caller.
  *
  * @internal
  */
@@ -54,6 +54,43 @@ export interface Arrival {
   readonly source: Load.Source
 }
 
+/**
+ * What a request got, as recorded: `200` for a whole reply (`stream`, `drip`), the status of a `status` step
+ * (followed by its error code when the step names one: `400 context_length_exceeded`), else the step's kind.
+ *
+ * @internal
+ */
+export const actionOf = (step: SimulatorScript.Step): string => {
+  switch (step.kind) {
+    case "stream":
+    case "drip":
+      return "200"
+    case "status":
+      return step.error?.code === undefined ? String(step.status) : `${step.status} ${step.error.code}`
+    default:
+      return step.kind
+  }
+}
+
+const modelOf = (body: unknown): string | undefined =>
+  typeof body === "object" && body !== null && typeof (body as { readonly model?: unknown }).model === "string"
+    ? (body as { readonly model: string }).model
+    : undefined
+
+/** A position in a list of steps: the cursor, and when the held step (one with `forMs`) at it was first served. */
+interface Position {
+  cursor: number
+  heldSince: number | undefined
+}
+
+interface Picked {
+  readonly step: SimulatorScript.Step
+  readonly index: number | undefined
+  readonly source: Load.Source
+  /** The recorded action when it is not the step's own (a refused prefill). */
+  readonly action?: string | undefined
+}
+
 const zeroKinds = (): Record<SimulatorScript.Route, Record<RecordedRequest.RequestKind, number>> => ({
   "openai-chat": { send: 0, resume: 0, poll: 0, cancel: 0 },
   "openai-responses": { send: 0, resume: 0, poll: 0, cancel: 0 },
@@ -61,25 +98,30 @@ const zeroKinds = (): Record<SimulatorScript.Route, Record<RecordedRequest.Reque
   subscription: { send: 0, resume: 0, poll: 0, cancel: 0 }
 })
 
-const zeroLanes = (): Record<Load.Lane, Record<SimulatorScript.Route, number>> => ({ send: zero(), resume: zero() })
-
 /** @internal */
 export class Store {
   private records: Array<Mutable<RecordedRequest.RecordedRequest>> = []
   private index = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
   /** Exchanges not yet ended, kept even when the records are cleared, so `awaitClose` still resolves. */
   private open = new Map<number, Mutable<RecordedRequest.RecordedRequest>>()
-  /** Each route's position in its steps, per lane (sends, resumes). */
-  private cursors = zeroLanes()
-  /** When the held step (one with `forMs`) at each route's cursor served its first request, per lane. */
-  private heldSince: Record<Load.Lane, Partial<Record<SimulatorScript.Route, number>>> = { send: {}, resume: {} }
+  /** Positions in steps: each route's per lane (`send openai-chat`), each scripted model's (`model NAME`). */
+  private positions = new Map<string, Position>()
   private kindCounts = zeroKinds()
   counts = zero()
   nextId = 1
   /** Background responses, kept until the script is replaced. */
   readonly background: Background.Responses
 
-  constructor(private script: Load.LoadedScript, private readonly maxRecords: number) {
+  /**
+   * @param startedAt when the script was set, by the simulator's context clock (epoch milliseconds): model outages
+   *   are measured from it.
+   */
+  constructor(
+    private script: Load.LoadedScript,
+    private readonly maxRecords: number,
+    private models: Load.LoadedModels = new Map(),
+    private startedAt = 0
+  ) {
     this.background = new Background.Responses(maxRecords)
   }
 
@@ -87,20 +129,18 @@ export class Store {
     return this.script
   }
 
-  setScript(script: Load.LoadedScript): void {
+  setScript(script: Load.LoadedScript, models: Load.LoadedModels = new Map(), startedAt = 0): void {
     this.script = script
-    this.cursors = zeroLanes()
-    this.heldSince = { send: {}, resume: {} }
+    this.models = models
+    this.startedAt = startedAt
+    this.positions.clear()
     this.background.clear()
     this.clear()
   }
 
   setRoute(route: SimulatorScript.Route, loaded: Load.LoadedRoute): void {
     this.script = { ...this.script, [route]: loaded }
-    for (const lane of ["send", "resume"] as const) {
-      this.cursors[lane] = { ...this.cursors[lane], [route]: 0 }
-      this.heldSince[lane] = { ...this.heldSince[lane], [route]: undefined }
-    }
+    for (const lane of ["send", "resume"] as const) this.positions.delete(`${lane} ${route}`)
   }
 
   clear(): void {
@@ -125,6 +165,8 @@ export class Store {
     readonly responseId?: string | undefined
     /** A send with `"background": true`: it creates a background response unless its step is a status. */
     readonly background?: boolean | undefined
+    /** Now by the simulator's context clock (epoch milliseconds), for model outages. Default `receivedAt`. */
+    readonly now?: number | undefined
   }): Arrival {
     const id = this.nextId++
     const route = request.route
@@ -137,13 +179,19 @@ export class Store {
     let source: Load.Source = Load.empty["openai-chat"].reply
     let nth = 0
     let served: SimulatorScript.StepKind | undefined
+    let action: string | undefined
+    const model = modelOf(request.body)
     if (route !== undefined) {
       if (lane !== "none") {
-        const picked = this.pickHeld(route, lane, request.receivedAt)
+        const scripted = lane === "send" && model !== undefined ? this.models.get(model) : undefined
+        const picked = scripted === undefined
+          ? this.pickHeld(`${lane} ${route}`, (n) => Load.pick(this.script[route], n, lane), request.receivedAt)
+          : this.pickModel(model!, scripted, route, request)
         step = picked.step
         stepIndex = picked.index
         source = picked.source
         served = step.kind
+        action = picked.action ?? actionOf(step)
       }
       this.counts = { ...this.counts, [route]: this.counts[route] + 1 }
       this.kindCounts[route][kind!]++
@@ -164,6 +212,8 @@ export class Store {
       responseId,
       step: served,
       stepIndex,
+      model,
+      action,
       closed: undefined
     }
     this.records.push(record)
@@ -177,26 +227,52 @@ export class Store {
   }
 
   /**
-   * The step of the route's next request in a lane: a step with `forMs` stays at the cursor for its span (timed
-   * from its first request by the arrival times), then the cursor moves on.
+   * The next step at a position (`pick` gives the step at a cursor): a step with `forMs` stays at the cursor for
+   * its span (timed from its first request by the arrival times), then the cursor moves on.
    */
-  private pickHeld(route: SimulatorScript.Route, lane: Load.Lane, at: number): ReturnType<typeof Load.pick> {
-    const held = (picked: ReturnType<typeof Load.pick>) => picked.index !== undefined && picked.step.forMs !== undefined
-    const cursors = this.cursors[lane]
-    const heldSince = this.heldSince[lane]
-    let picked = Load.pick(this.script[route], cursors[route], lane)
-    const since = heldSince[route]
-    if (held(picked) && since !== undefined && at - since >= picked.step.forMs!) {
-      cursors[route]++
-      delete heldSince[route]
-      picked = Load.pick(this.script[route], cursors[route], lane)
+  private pickHeld(key: string, pick: (n: number) => Picked, at: number): Picked {
+    const held = (picked: Picked) => picked.index !== undefined && picked.step.forMs !== undefined
+    let position = this.positions.get(key)
+    if (position === undefined) {
+      position = { cursor: 0, heldSince: undefined }
+      this.positions.set(key, position)
+    }
+    let picked = pick(position.cursor)
+    if (held(picked) && position.heldSince !== undefined && at - position.heldSince >= picked.step.forMs!) {
+      position.cursor++
+      position.heldSince = undefined
+      picked = pick(position.cursor)
     }
     if (held(picked)) {
-      if (heldSince[route] === undefined) heldSince[route] = at
+      if (position.heldSince === undefined) position.heldSince = at
     } else {
-      cursors[route]++
+      position.cursor++
     }
     return picked
+  }
+
+  /** A send for a scripted model: its outage, its refusal of prefill, else its next step. */
+  private pickModel(
+    name: string,
+    model: Load.LoadedModel,
+    route: SimulatorScript.Route,
+    request: { readonly body: unknown; readonly receivedAt: number; readonly now?: number | undefined }
+  ): Picked {
+    const routeReply = this.script[route].reply
+    const { outage } = model
+    if (outage !== undefined && (request.now ?? request.receivedAt) - this.startedAt < outage.forMs) {
+      const step: SimulatorScript.Step = {
+        kind: "status",
+        status: outage.status,
+        headers: outage.headers,
+        error: outage.error
+      }
+      return { step, index: undefined, source: routeReply }
+    }
+    if (model.rejectPrefill && Load.endsWithAssistant(request.body)) {
+      return { step: Load.prefillRejection, index: undefined, source: routeReply, action: "400 prefill" }
+    }
+    return this.pickHeld(`model ${name}`, (n) => Load.pickModel(model, n, route, routeReply), request.receivedAt)
   }
 
   close(id: number, closure: RecordedRequest.Closure): void {
@@ -222,5 +298,9 @@ export class Store {
 
   snapshot(): ReadonlyArray<RecordedRequest.RecordedRequest> {
     return this.records.map((r) => ({ ...r }))
+  }
+
+  ofModel(model: string): ReadonlyArray<RecordedRequest.RecordedRequest> {
+    return this.records.filter((r) => r.model === model).map((r) => ({ ...r }))
   }
 }

@@ -1,0 +1,65 @@
+/**
+ * What the relay needs of each downstream protocol (Chat Completions, Responses, Anthropic Messages): the request
+ * decoded into reprise's terms, and the reply encoded back as that protocol's stream or body. The relay itself is
+ * protocol-blind: it runs the reply with recovery, applies the preview mode, and writes what the codec gives it.
+ *
+ * A stream is written as: `open` once (before the first content the client may see), then `delta` per surfaced event
+ * of the attempt being shown, then either `terminal` (after the commit) or `failure` (an in-band error in the
+ * protocol's own shape, with no success terminal). Each returns complete SSE frames (`event:`/`data:` lines and the
+ * blank line), possibly none.
+ *
+ * @internal
+ */
+import type * as Generation from "@reprise/core/Generation"
+import type * as Either from "effect/Either"
+
+/** @internal */
+export interface Decoded {
+  /** The request reprise runs: its `model` is the one the client asked for (the primary route's, with a plan). */
+  readonly request: Generation.GenerationRequest
+  /** Whether the client asked for a stream (`"stream": true`). */
+  readonly stream: boolean
+}
+
+/** A request the relay refuses before anything is sent upstream: 400 with the protocol's error body. */
+export interface Invalid {
+  readonly message: string
+  /** The request field at fault, when one is (`messages[2].content`). */
+  readonly param?: string | undefined
+}
+
+/** What every frame of one reply shares. @internal */
+export interface Context {
+  /** The response id the relay made for this reply (`chatcmpl-…`, `resp_…`, `msg_…`). */
+  readonly id: string
+  /** Seconds since the epoch, when the request arrived. */
+  readonly created: number
+  /** The model the client asked for (reported until the serving model is known). */
+  readonly model: string
+}
+
+/** The error a client is told, in any protocol's terms. @internal */
+export interface Failure {
+  /** The HTTP status a body-level error takes (a failure before any byte of a stream also takes it). */
+  readonly status: number
+  /** The protocol's error `type` (`invalid_request_error`, `rate_limit_error`, `api_error`, `overloaded_error`…). */
+  readonly type: string
+  /** The provider's code when it named one (`context_length_exceeded`). */
+  readonly code?: string | undefined
+  /** One line, never with a key. */
+  readonly message: string
+}
+
+/** @internal */
+export interface Codec {
+  readonly protocol: "openai-chat" | "openai-responses" | "anthropic"
+  readonly decode: (body: unknown) => Either.Either<Decoded, Invalid>
+  readonly open: (context: Context) => string
+  readonly delta: (context: Context, event: Generation.GenerationEvent) => string
+  readonly terminal: (context: Context, reply: Generation.Reply) => string
+  readonly failure: (context: Context, failure: Failure) => string
+  /** The whole reply as the non-streaming response body. */
+  readonly body: (context: Context, reply: Generation.Reply) => unknown
+  /** The error as the protocol's error response body. */
+  readonly errorBody: (failure: Failure) => unknown
+}

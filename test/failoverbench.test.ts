@@ -1,0 +1,325 @@
+/**
+ * The sixteen failoverbench scenarios, one test each, against the loopback simulator over real HTTP with the undici
+ * client: the fault as the catalogue defines it (`@reprise/simulator/Failoverbench`, the full profile's delays; the
+ * pace between tokens 0), a plan of two routes (the scenario's model, then its fallback) with the configuration
+ * docs/routes.md gives for an interactive call, and the grade's checks as assertions: what the caller got (the
+ * complete canonical answer, or a clean error for S13; the model and usage reported) and what the provider saw
+ * (attempts per model, the gap between them, wall time), then a healthy call through the same circuits.
+ *
+ * The client's waits (backoff, Retry-After, the timeouts, the deadline, the circuits' cool-downs) and the simulator's
+ * outage window run on the TestClock, stepped while the sockets do their work; the simulator's other delays (a
+ * first token after 20 s, a 30 s stall, 120 s of silence) are real time that the client's timeouts end long before.
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { assert, describe, it } from "@effect/vitest"
+import * as Budget from "@reprise/core/Budget"
+import * as Circuit from "@reprise/core/Circuit"
+import * as Generation from "@reprise/core/Generation"
+import * as Message from "@reprise/core/Message"
+import * as Recovery from "@reprise/core/Recovery"
+import * as Routes from "@reprise/core/Routes"
+import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as Failoverbench from "@reprise/simulator/Failoverbench"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
+import { Clock, Duration, Effect, Exit, Fiber, Layer, Option, Random, Redacted, TestClock } from "effect"
+import { KEY } from "./support/chat.js"
+
+/** The configuration of docs/routes.md's interactive example: the one the scorecard there was measured with. */
+const interactive = {
+  deadline: Duration.seconds(40),
+  firstByteTimeout: Duration.seconds(10),
+  firstTokenTimeout: Duration.seconds(5),
+  idleTimeout: Duration.seconds(10),
+  fallbackContextWindow: 200_000
+}
+
+const prompt = "Explain in exactly sixty words why a gateway earns trust only when the provider behind it misbehaves."
+
+/** The catalogue's faults with the full profile's delays, and no pause between tokens. */
+const script: SimulatorScript.Script = (() => {
+  const t = { ...Failoverbench.timings.full, tokenIntervalMs: 0 }
+  const reply = { text: Failoverbench.canonicalAnswer }
+  const models: Record<string, SimulatorScript.ModelScript> = {
+    [Failoverbench.healthyModel]: { reply, then: { kind: "stream" } },
+    [Failoverbench.noPrefillModel]: { reply, then: { kind: "stream" }, rejectPrefill: true }
+  }
+  for (const s of Failoverbench.scenarios) models[s.model] = s.modelScript(t)
+  return { models }
+})()
+
+const norm = (text: string) => text.trim().replace(/\s+/g, " ")
+const canonical = norm(Failoverbench.canonicalAnswer)
+
+/** The HTTP provider of the simulator's Chat Completions route, with the interactive timeouts. */
+const chatProvider = (sim: Simulator.Service) =>
+  HttpProvider.make("openai-chat", {
+    apiKey: Redacted.make(KEY),
+    baseUrl: sim.baseUrl("openai-chat"),
+    firstByteTimeout: interactive.firstByteTimeout,
+    firstTokenTimeout: interactive.firstTokenTimeout,
+    idleTimeout: interactive.idleTimeout
+  })
+
+/** One call through a plan of `models` (the last one declared larger), with the circuits given. */
+const call = (
+  sim: Simulator.Service,
+  circuits: Circuit.Service,
+  models: readonly [string, ...Array<string>]
+) =>
+  Effect.gen(function*() {
+    const provider = yield* chatProvider(sim)
+    const routes = models.map((model, i): Routes.Route => ({
+      provider,
+      model,
+      ...(i > 0 ? { contextWindow: interactive.fallbackContextWindow } : {})
+    })) as [Routes.Route, ...Array<Routes.Route>]
+    return yield* Recovery.generate({ model: models[0], messages: [Message.user(prompt)] }).pipe(
+      Effect.provide(Layer.mergeAll(
+        Routes.layer(Routes.make(...routes)),
+        Layer.succeed(Circuit.Circuit, circuits),
+        Budget.layer({ deadline: interactive.deadline })
+      )),
+      // the backoff's jitter from a pinned seed: every run waits the same
+      Effect.withRandom(Random.make(1))
+    )
+  }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+
+const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+/**
+ * Runs `effect` to its end, stepping the TestClock by 50 ms whenever the sockets have had their turns; the exit and
+ * the TestClock's time it took.
+ */
+const drive = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    const fiber = yield* Effect.fork(effect)
+    for (let i = 0; i < 10_000 && Option.isNone(yield* fiber.poll); i++) {
+      for (let turn = 0; turn < 8; turn++) yield* nextTurn
+      if (Option.isNone(yield* fiber.poll)) yield* TestClock.adjust(Duration.millis(50))
+    }
+    const exit = yield* Fiber.await(fiber)
+    return { exit, seconds: ((yield* Clock.currentTimeMillis) - start) / 1000 }
+  })
+
+/** What the provider saw of `model`: its requests' times (TestClock seconds from `since`) and actions. */
+const seen = (sim: Simulator.Service, model: string, since: number) =>
+  Effect.map(
+    sim.requestsFor(model),
+    (requests) => requests.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action ?? "" }))
+  )
+
+const complete = (exit: Exit.Exit<Generation.Reply, unknown>) =>
+  Exit.isSuccess(exit) && norm(exit.value.text) === canonical
+
+/** The alive probe: one healthy `fb-ok` call through the same circuits succeeds with the canonical answer. */
+const alive = (sim: Simulator.Service, circuits: Circuit.Service) =>
+  Effect.map(drive(call(sim, circuits, [Failoverbench.healthyModel])), ({ exit }) => complete(exit))
+
+/** A scenario's single call: its model with its fallback, with fresh circuits; then the checks' measurements. */
+const single = (id: string) =>
+  Effect.gen(function*() {
+    const scenario = Failoverbench.scenarios.find((s) => s.id === id)!
+    const sim = yield* Simulator.Simulator
+    yield* sim.setScript(script)
+    const circuits = Circuit.makeMemory()
+    const since = yield* Clock.currentTimeMillis
+    const { exit, seconds } = yield* drive(call(sim, circuits, [scenario.model, scenario.fallback]))
+    const primary = yield* seen(sim, scenario.model, since)
+    const fallback = yield* seen(sim, scenario.fallback, since)
+    const truncatedSuccess = Exit.isSuccess(exit) && !complete(exit)
+    return {
+      exit,
+      seconds,
+      primary,
+      fallback,
+      truncatedSuccess,
+      reply: Exit.isSuccess(exit) ? exit.value : undefined,
+      prefillRejections: [...primary, ...fallback].filter((r) => r.action === "400 prefill").length,
+      alive: yield* alive(sim, circuits)
+    }
+  })
+
+/** Primary attempts inside the first `window` seconds after the first one. */
+const within = (attempts: ReadonlyArray<{ readonly at: number }>, window: number) =>
+  attempts.filter((a) => a.at - attempts[0]!.at < window).length
+
+const simulator = Simulator.layer()
+
+describe("failoverbench scenarios, through a plan of two routes", () => {
+  it.effect("S01 429 with Retry-After: retried after the server's wait, on the same route", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S01")
+      assert.isTrue(complete(r.exit))
+      assert.isAtLeast(r.primary.length, 2)
+      assert.isAtLeast(r.primary[1]!.at - r.primary[0]!.at, 1.8)
+      assert.isAtMost(within(r.primary, 1.5), 2)
+      assert.strictEqual(r.fallback.length, 0)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S02 persistent 429: backs off, then the fallback answers; the provider is never hammered", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S02")
+      assert.isTrue(complete(r.exit))
+      assert.isAtMost(within(r.primary, 3), 4)
+      assert.isAtMost(r.primary.length, 6)
+      assert.isAtLeast(r.fallback.length, 1)
+      assert.strictEqual(r.reply?.route?.index, 2)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S03 500 once: retried once on the same route", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S03")
+      assert.isTrue(complete(r.exit))
+      assert.strictEqual(r.primary.length, 2)
+      assert.strictEqual(r.fallback.length, 0)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S04 persistent 503: the fallback answers within the retry budget", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S04")
+      assert.isTrue(complete(r.exit))
+      assert.isAtMost(r.primary.length, 6)
+      assert.strictEqual(r.reply?.route?.index, 2)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S05 reset before headers: the request is sent again and answered", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S05")
+      assert.isTrue(complete(r.exit))
+      assert.strictEqual(r.primary.length, 2)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S06 no response: the first-byte timeout leaves the silent route after one attempt", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S06")
+      assert.isTrue(complete(r.exit))
+      assert.isAtMost(r.seconds, 100)
+      assert.strictEqual(r.primary.length, 1)
+      assert.strictEqual(r.fallback.length, 1)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S07 slow first token: the first-token limit fails over within 15 s", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S07")
+      assert.isTrue(complete(r.exit))
+      assert.isAtMost(r.seconds, 15)
+      assert.strictEqual(r.primary.length, 1)
+      assert.strictEqual(r.reply?.route?.index, 2)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S08 stream cut after 40 of 60 tokens: never a truncated success; the fallback's whole answer", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S08")
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.exit))
+      assert.strictEqual(r.reply?.route?.index, 2)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S09 stream stall: the idle timeout ends it within 45 s; the fallback answers; alive after", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S09")
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.exit))
+      assert.isAtMost(r.seconds, 45)
+      assert.strictEqual(r.primary.length, 1)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S10 malformed chunk: replayed once on the route, then the fallback; nothing partial leaks", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S10")
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.exit))
+      assert.strictEqual(r.primary.length, 2)
+      assert.strictEqual(r.fallback.length, 1)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S11 no [DONE]: finalised at the end of the body, with usage", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S11")
+      assert.isTrue(complete(r.exit))
+      assert.isAtMost(r.seconds, 8)
+      assert.isTrue(Option.isSome(r.reply!.usage))
+      assert.strictEqual(r.primary.length, 1)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S12 context length exceeded: never resent to the same model; the larger fallback answers", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S12")
+      assert.strictEqual(r.primary.length, 1)
+      assert.isTrue(complete(r.exit))
+      assert.strictEqual(r.reply?.route?.index, 2)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S13 content filter: one attempt, the provider's reason surfaced as a clean error, no fallback", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S13")
+      assert.strictEqual(r.primary.length, 1)
+      assert.strictEqual(r.fallback.length, 0)
+      assert.isTrue(Exit.isFailure(r.exit))
+      const error = yield* Effect.flip(r.exit)
+      assert.include(error.message, "content_policy_violation")
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S14 fallback refuses prefill: the fallback gets the request as asked, never a continuation", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S14")
+      assert.strictEqual(r.prefillRejections, 0)
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.exit))
+      assert.strictEqual(r.reply?.route?.index, 2)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S15 primary down for 60 s: the circuit serves from the fallback, probes, and returns to the primary", () =>
+    Effect.gen(function*() {
+      const scenario = Failoverbench.scenarios.find((s) => s.id === "S15")!
+      const sim = yield* Simulator.Simulator
+      yield* sim.setScript(script)
+      const circuits = Circuit.makeMemory()
+      const reset = yield* Clock.currentTimeMillis
+      const down = Failoverbench.timings.full.outageMs / 1000
+      const items: Array<{ readonly sent: number; readonly ok: boolean; readonly route: number | undefined }> = []
+      for (let i = 0; i < 20; i++) {
+        const now = yield* Clock.currentTimeMillis
+        if (reset + i * 4000 > now) yield* TestClock.adjust(Duration.millis(reset + i * 4000 - now))
+        const sent = ((yield* Clock.currentTimeMillis) - reset) / 1000
+        const { exit, seconds } = yield* drive(call(sim, circuits, [scenario.model, scenario.fallback]))
+        assert.isAtMost(seconds, 30, `request ${i} took ${seconds}s`)
+        items.push({ sent, ok: complete(exit), route: Exit.isSuccess(exit) ? exit.value.route?.index : undefined })
+      }
+      const primary = yield* seen(sim, scenario.model, reset)
+      const during = items.filter((it) => it.sent < down)
+      // every request during the outage answered, by the fallback
+      assert.isAbove(during.length, 0)
+      assert.isTrue(during.every((it) => it.ok && it.route === 2))
+      // the primary answered again within 30 s of its recovery
+      const back = items.find((it) => it.sent >= down && it.route === 1)
+      assert.isDefined(back)
+      assert.isAtMost(back!.sent - down, 30)
+      assert.isTrue(items.every((it) => it.ok))
+      // with the circuit open, at most one primary attempt per request during the outage
+      assert.isAtMost(primary.filter((p) => p.at < down).length, during.length)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S16 fail-over accounting: the reply names the fallback's model and carries its usage", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S16")
+      assert.isTrue(complete(r.exit))
+      assert.include(r.reply!.model ?? "", Failoverbench.healthyModel)
+      assert.strictEqual(r.reply!.route?.model, Failoverbench.healthyModel)
+      assert.isTrue(Option.isSome(r.reply!.usage))
+      assert.isAtMost(r.primary.length, 6)
+    }).pipe(Effect.provide(simulator)))
+})
