@@ -35,9 +35,9 @@
  * The settings of fallback routes are read the same way: the circuits' with `Circuit`'s Configs
  * (`--circuit-threshold`, `--circuit-cooldown` in front of `REPRISE_CIRCUIT_THRESHOLD`, `REPRISE_CIRCUIT_COOLDOWN`),
  * the primary route's limit and window with the CLI's own (`Fallback.routeAttemptsConfig`,
- * `Fallback.contextWindowConfig`), and the first-token timeout with the CLI's stand-in for the providers' Config
- * (`internal/firstToken.ts`, `REPRISE_FIRST_TOKEN_TIMEOUT`). The routes themselves are `Fallback.resolve`'s:
- * `--fallback`, or `REPRISE_FALLBACKS` without it.
+ * `Fallback.contextWindowConfig`), and the first-token timeout with the providers' (`--first-token-timeout` in front
+ * of `ProviderOptions.firstTokenTimeoutConfig`). The routes themselves are `Fallback.resolve`'s: `--fallback`, or
+ * `REPRISE_FALLBACKS` without it.
  *
  * @since 0.1.0
  */
@@ -60,7 +60,6 @@ import * as Redacted from "effect/Redacted"
 import { UsageError } from "./ExitCode.js"
 import * as Fallback from "./Fallback.js"
 import * as ApiKey from "./internal/apiKey.js"
-import * as FirstToken from "./internal/firstToken.js"
 
 /**
  * Everything a turn needs, validated.
@@ -199,8 +198,8 @@ const owned = {
   ),
   firstTokenTimeout: setting(
     "first-token-timeout",
-    FirstToken.variable,
-    FirstToken.config,
+    ProviderOptions.firstTokenTimeoutVariable,
+    ProviderOptions.firstTokenTimeoutConfig,
     Option.match({ onNone: () => "none", onSome: millis })
   ),
   routeAttempts: setting(
@@ -455,7 +454,7 @@ const ownedConfig = Config.all({
   policy: Policy.config,
   firstByteTimeout: ProviderOptions.firstByteTimeoutConfig,
   idleTimeout: ProviderOptions.idleTimeoutConfig,
-  firstTokenTimeout: FirstToken.config,
+  firstTokenTimeout: ProviderOptions.firstTokenTimeoutConfig,
   routeAttempts: Fallback.routeAttemptsConfig,
   contextWindow: Fallback.contextWindowConfig,
   circuit: Circuit.config,
@@ -622,6 +621,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       maxTokens: parsed.maxTokens,
       debug: parsed.debug,
       background: values.background,
-      ...(fleet === undefined ? {} : { fleet })
+      // the fleet's circuits (shared over Redis) with the settings of --circuit-threshold and --circuit-cooldown
+      ...(fleet === undefined ? {} : { fleet: { ...fleet, circuit: values.circuit } })
     }
   })

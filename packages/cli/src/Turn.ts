@@ -8,24 +8,21 @@
  *
  * @since 0.1.0
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as FileSystem from "@effect/platform/FileSystem"
-import * as HttpClient from "@effect/platform/HttpClient"
 import * as Budget from "@reprise/core/Budget"
 import * as Chat from "@reprise/core/Chat"
 import * as Circuit from "@reprise/core/Circuit"
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
-import * as Provider from "@reprise/core/Provider"
+import type * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
-import * as Routes from "@reprise/core/Routes"
+import type * as Routes from "@reprise/core/Routes"
 import type * as Tool from "@reprise/core/Tool"
 import * as Transcript from "@reprise/core/Transcript"
 import type * as FleetOptions from "@reprise/fleet/FleetOptions"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
-import type * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -33,8 +30,6 @@ import * as Exit from "effect/Exit"
 import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Redacted from "effect/Redacted"
-import * as FirstToken from "./internal/firstToken.js"
 import * as Output from "./Output.js"
 import * as Render from "./Render.js"
 import * as Sanitize from "./Sanitize.js"
@@ -61,8 +56,8 @@ const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
  * default or range is declared in the CLI.
  *
  * The circuits of a plan are the process's own, in memory (`Circuit.layerMemory` with `--circuit-threshold` and
- * `--circuit-cooldown`), built under the fleet's layer and overridden by it: a fleet that provides a `Circuit` shared
- * over Redis wins, and reads these settings as `CircuitSettings`.
+ * `--circuit-cooldown`), unless `--fleet` names a fleet: the fleet's layer is built over them and its `Circuit`,
+ * shared over Redis with the same settings (`FleetOptions.circuit`), takes their place.
  *
  * @since 0.1.0
  * @category layers
@@ -77,84 +72,51 @@ export const providerLayer = (settings: Settings.Settings) =>
       : Layer.provideMerge(fleetLayer(settings.fleet), Circuit.layerMemory(settings.circuit))
   )
 
-/** One route's endpoint, key and model, and its limit and window in a plan. */
-interface Route {
-  readonly protocol: ProviderOptions.Protocol
-  readonly baseUrl: string
-  readonly apiKey: Redacted.Redacted<string>
-  readonly model: string
-  readonly attempts?: number | undefined
-  readonly contextWindow?: number | undefined
-}
-
-const optionsOf = (settings: Settings.Settings, route: Route): HttpProvider.Options => ({
-  apiKey: route.apiKey,
-  baseUrl: route.baseUrl,
+const optionsOf = (settings: Settings.Settings): Omit<HttpProvider.Options, "apiKey"> => ({
   firstByteTimeout: settings.firstByteTimeout,
   idleTimeout: settings.idleTimeout,
+  firstTokenTimeout: Option.getOrUndefined(settings.firstTokenTimeout),
   maxReplyBytes: settings.maxReplyBytes
 })
 
-/**
- * The provider of a route, with what the providers do not do themselves yet: its `endpoint` (the base URL, so that
- * routes to one server share a circuit) and the first-token timeout (`internal/firstToken.ts`).
- */
-const completed = (settings: Settings.Settings, route: Route) => (provider: Provider.Service): Provider.Service => {
-  const named = provider.endpoint === undefined ? { ...provider, endpoint: route.baseUrl } : provider
-  return Option.match(settings.firstTokenTimeout, {
-    onNone: () => named,
-    onSome: (timeout) => FirstToken.withTimeout(named, timeout)
-  })
-}
-
-// The client `HttpProvider.layerUndici` builds: one undici `Agent`, closed with the layer, shared by every route.
-const undici: Layer.Layer<HttpClient.HttpClient> = Layer.scoped(
-  HttpClient.HttpClient,
-  Effect.map(NodeHttpClient.makeDispatcher, NodeHttpClient.makeUndici)
-)
-
-const primaryOf = (settings: Settings.Settings): Route => ({
-  protocol: settings.protocol,
-  baseUrl: settings.baseUrl,
-  apiKey: settings.apiKey,
-  model: settings.model,
-  attempts: Option.getOrUndefined(settings.routeAttempts),
-  contextWindow: Option.getOrUndefined(settings.contextWindow)
-})
-
 /** No plan: the one provider of the settings, as without routes. */
-const singleLayer = (settings: Settings.Settings): Layer.Layer<Provider.Provider> => {
-  const primary = primaryOf(settings)
-  return Option.isNone(settings.firstTokenTimeout)
-    ? HttpProvider.layerUndici(settings.protocol, optionsOf(settings, primary))
-    : Layer.effect(
-      Provider.Provider,
-      Effect.map(HttpProvider.make(settings.protocol, optionsOf(settings, primary)), completed(settings, primary))
-    ).pipe(Layer.provide(undici))
-}
+const singleLayer = (settings: Settings.Settings): Layer.Layer<Provider.Provider> =>
+  HttpProvider.layerUndici(settings.protocol, {
+    apiKey: settings.apiKey,
+    baseUrl: settings.baseUrl,
+    ...optionsOf(settings)
+  })
 
 /**
- * The plan of routes of the settings: the primary (`--provider`, `--model`, `--base-url`, the key, `--route-attempts`,
- * `--context-window`), then each fallback in order; one HTTP provider per route, over one undici client, each with
- * the same timeouts and reply bound. Provides `Routes` and the primary's provider as `Provider`.
+ * The plan of routes of the settings (`HttpProvider.layerRoutes`): the primary (`--provider`, `--model`,
+ * `--base-url`, the key, `--route-attempts`, `--context-window`), then each fallback in order; one HTTP provider per
+ * route, over one undici client, each with the same timeouts and reply bound. Provides `Routes` and the primary's
+ * provider as `Provider`.
  *
  * @since 0.1.0
  * @category layers
  */
 export const routesLayer = (settings: Settings.Settings): Layer.Layer<Routes.Routes | Provider.Provider> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
-    const [primary, ...rest]: ReadonlyArray<Route> = [primaryOf(settings), ...settings.fallbacks]
-    const route = (route: Route) =>
-      Effect.map(HttpProvider.make(route.protocol, optionsOf(settings, route)), (provider): Routes.Route => ({
-        provider: completed(settings, route)(provider),
-        model: route.model,
-        attempts: route.attempts,
-        contextWindow: route.contextWindow
-      }))
-    const first = yield* route(primary!)
-    const others = yield* Effect.forEach(rest, route)
-    return Routes.layer(Routes.make(first, ...others))
-  })).pipe(Layer.provide(undici))
+  HttpProvider.layerRoutes([
+    {
+      protocol: settings.protocol,
+      model: settings.model,
+      apiKey: settings.apiKey,
+      baseUrl: settings.baseUrl,
+      attempts: Option.getOrUndefined(settings.routeAttempts),
+      contextWindow: Option.getOrUndefined(settings.contextWindow),
+      ...optionsOf(settings)
+    },
+    ...settings.fallbacks.map((fallback): HttpProvider.RouteSpec => ({
+      protocol: fallback.protocol,
+      model: fallback.model,
+      apiKey: fallback.apiKey,
+      baseUrl: fallback.baseUrl,
+      attempts: fallback.attempts,
+      contextWindow: fallback.contextWindow,
+      ...optionsOf(settings)
+    }))
+  ])
 
 /**
  * What {@link run} returns.

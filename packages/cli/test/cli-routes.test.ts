@@ -134,8 +134,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(yield* fallbackCount, 0)
       }))
 
-    // needs the routes engine (`Recovery.generate` following the plan)
-    it.effect.skip("the primary fails (503): the fallback answers; stdout is its text, stderr names the switch", () =>
+    it.effect("the primary fails (503): the fallback answers; stdout is its text, stderr names the switch", () =>
       Effect.gen(function*() {
         const { fallback, fallbackCount, primary, primaryCount } = yield* setupRoutes(
           outage,
@@ -155,6 +154,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         noKeys(result.stdout + result.stderr)
 
         // --json: a route_switched event, and the commit names route 2 and the model that served it
+        yield* setupRoutes(outage, answer("from the fallback"))
         const json = yield* run(chat(primary, "--fallback", spec, "--route-attempts", "1", "--json", "go"), env)
         assert.strictEqual(json.code, 0, json.stderr)
         const events = json.stdout.trim().split("\n").map((l) => JSON.parse(l))
@@ -176,8 +176,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         noKeys(json.stdout + json.stderr)
       }))
 
-    // needs the routes engine (`Recovery.generate` following the plan)
-    it.effect.skip("a rejected primary (401) is left at once; REPRISE_FALLBACKS gives the fallback", () =>
+    it.effect("a rejected primary (401) is left at once; REPRISE_FALLBACKS gives the fallback", () =>
       Effect.gen(function*() {
         const { fallback, fallbackCount, primary, primaryCount } = yield* setupRoutes(
           { steps: [{ kind: "status", status: 401 }], afterLast: "repeat-last" },
@@ -197,8 +196,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(yield* fallbackCount, 1)
       }))
 
-    // needs the routes engine (`Recovery.generate` following the plan)
-    it.effect.skip("every route fails: exit 75, and each route's last failure on a line of its own", () =>
+    it.effect("every route fails: exit 75, and each route's last failure on a line of its own", () =>
       Effect.gen(function*() {
         const { fallback, primary } = yield* setupRoutes(outage, outage)
         const result = yield* run(
@@ -227,8 +225,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(yield* primaryCount, 2)
       }))
 
-    // needs the routes engine (`Recovery.generate` following the plan)
-    it.effect.skip("with a plan, a first-token timeout leaves the route at once", () =>
+    it.effect("with a plan, a first-token timeout leaves the route at once", () =>
       Effect.gen(function*() {
         const { fallback, fallbackCount, primary, primaryCount } = yield* setupRoutes(
           stalled,
