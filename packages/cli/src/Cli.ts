@@ -57,8 +57,8 @@ const standardKeyVariables: ReadonlyArray<string> = ["OPENAI_API_KEY", "ANTHROPI
 
 /**
  * A command's body with its spans and metrics exported as the standard OpenTelemetry variables say (`Telemetry`;
- * nothing is loaded without them), scrubbed of every key the command may hold: the standard variables' and the one
- * `--api-key-env` names. The exporters' scope is the command's: it closes, flushing the export, when the command ends
+ * nothing is loaded without them), scrubbed of every key the command may hold: the standard variables', the one
+ * `--api-key-env` names and each fallback route's (`key-env=VAR`). The exporters' scope is the command's: it closes, flushing the export, when the command ends
  * however it ends (its outcome, a failure, Ctrl-C), before the exit code is reported.
  */
 const exported = <A, E, R>(
@@ -224,7 +224,7 @@ export interface Program {
   readonly main: Effect.Effect<number, never, RunRequirements>
   /**
    * Removes every key the process could hold (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, the variable named by
-   * `--api-key-env`) from a text, for what is printed outside a turn: errors before it starts, and a defect.
+   * `--api-key-env`, those of the fallback routes) from a text, for what is printed outside a turn: errors before it starts, and a defect.
    * Known once `main` has started.
    */
   readonly scrub: (text: string) => string

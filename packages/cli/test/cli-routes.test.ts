@@ -196,6 +196,28 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(yield* fallbackCount, 1)
       }))
 
+    it.effect("a fallback's key (key-env) is scrubbed from the output as the primary's is", () =>
+      Effect.gen(function*() {
+        const secret = "sk-fallback-route-secret-0123456789"
+        const { fallback, primary } = yield* setupRoutes(
+          { steps: [{ kind: "status", status: 401 }], afterLast: "repeat-last" },
+          answer(`the key is ${secret}.`)
+        )
+        for (const extra of [[], ["--json"]]) {
+          const result = yield* run(
+            chat(primary, "--fallback", `anthropic:claude-test@${fallback},key-env=FALLBACK_KEY`, ...extra, "go"),
+            { OPENAI_API_KEY: OPENAI_KEY, FALLBACK_KEY: secret }
+          )
+          assert.strictEqual(result.code, 0, result.stderr)
+          assert.include(result.stdout, "the key is <redacted>.")
+          assert.notInclude(result.stdout + result.stderr, secret)
+          yield* setupRoutes(
+            { steps: [{ kind: "status", status: 401 }], afterLast: "repeat-last" },
+            answer(`the key is ${secret}.`)
+          )
+        }
+      }))
+
     it.effect("every route fails: exit 75, and each route's last failure on a line of its own", () =>
       Effect.gen(function*() {
         const { fallback, primary } = yield* setupRoutes(outage, outage)
