@@ -7,7 +7,7 @@ import { assert, layer } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
-import { run } from "./support/cli.js"
+import { run, start } from "./support/cli.js"
 
 const OPENAI_KEY = "sk-test-primary-never-printed"
 const ANTHROPIC_KEY = "sk-ant-test-fallback-never-printed"
@@ -232,6 +232,35 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.match(lines.at(-2)!, /^reprise: {3}route 1 \(openai-chat primary-model\): .*503/)
         assert.match(lines.at(-1)!, /^reprise: {3}route 2 \(anthropic claude-test\): .*503/)
       }))
+
+    it.effect("repl: a circuit opened by one reply skips its route in the next, without a send", () =>
+      Effect.gen(function*() {
+        const { fallback, fallbackCount, primary, primaryCount } = yield* setupRoutes(outage, {
+          steps: [{ kind: "stream", reply: { text: "first answer" } }, {
+            kind: "stream",
+            reply: { text: "second answer" }
+          }]
+        })
+        const args = chat(primary, "--fallback", `anthropic:claude-test@${fallback}`, "--circuit-threshold", "1")
+        const repl = yield* start(["repl", ...args.slice(1), "--route-attempts", "1"], env)
+        yield* repl.write("one?\n")
+        yield* repl.awaitStdout(/first answer\n/, "10 seconds")
+        yield* repl.write("two?\n")
+        yield* repl.awaitStdout(/second answer\n/, "10 seconds")
+        yield* repl.end
+        const result = yield* repl.exitWithin("10 seconds")
+        assert.strictEqual(result.code, 0, result.stderr)
+        assert.strictEqual(
+          result.stderr,
+          "reprise: route 1 (openai-chat primary-model) failed (HTTP 503); switching to route 2 (anthropic " +
+            "claude-test)\n" +
+            "reprise: route 1 (openai-chat primary-model) skipped: circuit open; switching to route 2 (anthropic " +
+            "claude-test)\n"
+        )
+        // the primary had one send in all: the second reply never asked it
+        assert.strictEqual(yield* primaryCount, 1)
+        assert.strictEqual(yield* fallbackCount, 2)
+      }).pipe(Effect.scoped))
 
     it.effect("--first-token-timeout: headers and keepalives but no token is a retryable timeout", () =>
       Effect.gen(function*() {
