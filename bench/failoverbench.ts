@@ -6,6 +6,7 @@
  * request log: attempts per model, their times), then a healthy `fb-ok` call through the same system.
  *
  *   node --import tsx bench/failoverbench.ts [--profile full|fast] [--config interactive|defaults] [--only S01,S15]
+ *     [--fleet redis://127.0.0.1:PORT/0]
  *
  * `interactive` is the configuration docs/routes.md gives (a fallback route, the interactive bounds); `defaults` is
  * the CLI with no flag but the fallback. Each check is the catalogue's; the grading code is ours. Not part of
@@ -13,7 +14,7 @@
  */
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
-import { Effect, Exit, Scope } from "effect"
+import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -47,6 +48,8 @@ const arg = (name: string, fallback: string) => {
 const profile = arg("profile", "full") as Failoverbench.Profile
 const config = arg("config", "interactive")
 const only = arg("only", "").split(",").filter((s) => s.length > 0)
+/** A fleet's Redis (`redis://…`): every call of the CLI then shares its circuits and budget with the others. */
+const fleet = arg("fleet", "")
 
 const flags = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
   "chat",
@@ -58,6 +61,7 @@ const flags = (baseUrl: string, model: string, fallback: string | undefined): Ar
   "--model",
   model,
   ...(fallback === undefined ? [] : ["--fallback", `openai-chat:${fallback}@${baseUrl},context=200000`]),
+  ...(fleet === "" ? [] : ["--fleet", fleet]),
   ...(config === "interactive"
     ? ["--deadline", "40", "--first-byte-timeout", "10000", "--first-token-timeout", "5000", "--idle-timeout", "10000"]
     : []),
@@ -112,7 +116,7 @@ const verdict = (ideal: "success" | "error", got: Call, checks: ReadonlyArray<Ch
 const check = (id: string, severity: Severity, ok: boolean, detail: string): Check => ({ id, severity, ok, detail })
 
 const main = Effect.gen(function*() {
-  const sim = yield* Simulator.make()
+  const sim = yield* Simulator.Simulator
   const baseUrl = sim.baseUrl("openai-chat")
   const t = Failoverbench.timings[profile]
   const rows: Array<{ id: string; title: string; verdict: string; checks: ReadonlyArray<Check>; got: Call }> = []
@@ -188,7 +192,7 @@ const main = Effect.gen(function*() {
   }
   const tally = (v: string) => rows.filter((r) => r.verdict === v).length
   console.log(
-    `\nreprise CLI, ${config} configuration, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${
+    `\nreprise CLI, ${config} configuration${fleet === "" ? "" : ", with a fleet"}, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${
       tally("safe")
     } safe, ${tally("fail")} fail`
   )
@@ -312,13 +316,10 @@ const catalogue: Record<
   }
 }
 
-Effect.runPromise(Effect.scoped(main)).then(
+Effect.runPromise(Effect.provide(main, Simulator.layer())).then(
   () => process.exit(0),
   (error) => {
     console.error(error)
     process.exit(1)
   }
 )
-
-void Exit
-void Scope
