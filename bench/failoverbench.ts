@@ -192,9 +192,9 @@ const main = Effect.gen(function*() {
   }
   const tally = (v: string) => rows.filter((r) => r.verdict === v).length
   console.log(
-    `\nreprise CLI, ${config} configuration${fleet === "" ? "" : ", with a fleet"}, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${
-      tally("safe")
-    } safe, ${tally("fail")} fail`
+    `\nreprise CLI, ${config} configuration${fleet === "" ? "" : ", with a fleet"}, ${profile} profile: ${
+      tally("pass")
+    } pass, ${tally("partial")} partial, ${tally("safe")} safe, ${tally("fail")} fail`
   )
 })
 

@@ -113,7 +113,7 @@ export const reply = <E extends AttemptError, R, RH>(
   options: Options<RH>,
   meters: Telemetry.Meters
 ): Effect.Effect<Generation.Reply, RecoveryError, Exclude<R, Budget.Budget | Scope.Scope> | RH> =>
-  replyOf([new RouteRun(0, open as Open<AttemptError, never>, undefined)], undefined, options, meters) as Effect.Effect<
+  replyOf([new RouteRun(open as Open<AttemptError, never>, undefined)], undefined, options, meters) as Effect.Effect<
     Generation.Reply,
     RecoveryError,
     Exclude<R, Budget.Budget | Scope.Scope> | RH
@@ -134,7 +134,6 @@ export const replyRouted = <RH>(
   replyOf(
     plan.routes.map((route, index) =>
       new RouteRun(
-        index,
         route.provider.open({ ...request, model: route.model }) as Open<AttemptError, never>,
         { route, ref: Routes.refOf(plan, index), key: Routes.key(route) }
       )
@@ -234,7 +233,6 @@ class RouteRun {
     undefined
 
   constructor(
-    readonly index: number,
     readonly open: Open<AttemptError, never>,
     readonly planned:
       | { readonly route: Routes.Route; readonly ref: Generation.RouteRef; readonly key: string }
