@@ -19,6 +19,11 @@ export interface Decoded {
   readonly request: Generation.GenerationRequest
   /** Whether the client asked for a stream (`"stream": true`). */
   readonly stream: boolean
+  /**
+   * Chat Completions' `stream_options.include_usage`: a usage chunk after the finish chunk. Optional; the relay copies
+   * it into the {@link Context} of every frame. Other protocols leave it out.
+   */
+  readonly includeUsage?: boolean | undefined
 }
 
 /** A request the relay refuses before anything is sent upstream: 400 with the protocol's error body. */
@@ -36,6 +41,8 @@ export interface Context {
   readonly created: number
   /** The model the client asked for (reported until the serving model is known). */
   readonly model: string
+  /** The request's {@link Decoded.includeUsage}, when the codec's decode set it. */
+  readonly includeUsage?: boolean | undefined
 }
 
 /** The error a client is told, in any protocol's terms. @internal */
