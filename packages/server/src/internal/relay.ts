@@ -261,12 +261,24 @@ export const generation = (
     }
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Preview.Signal>(), Queue.shutdown)
     const streaming = decoded.right.stream
+    // live: whether the current attempt showed content, as the machine decides it (the codec wrote a frame for it)
+    let shown = false
     const notify = (note: RecoveryNotifications.Notification) => {
       if (note._tag === "AttemptStarted") {
         stats.attempts = Math.max(stats.attempts, note.attempt)
         if (note.route !== undefined) stats.route = note.route.name
+        shown = false
       }
-      return streaming ? Queue.offer(queue, { _tag: "Note", note }) : Effect.void
+      if (!streaming) return Effect.void
+      if (mode === "live") {
+        if (note._tag === "Preview" && !shown) shown = codec.delta(context, note.event).length > 0
+        // once content went out, the first failure ends the reply: recovery waits here, before it schedules another
+        // send, until the response is over and interrupts it
+        if (note._tag === "AttemptDiscarded" && shown) {
+          return Effect.zipRight(Queue.offer(queue, { _tag: "Note", note }), Effect.never)
+        }
+      }
+      return Queue.offer(queue, { _tag: "Note", note })
     }
     // the reply runs in the request's scope: a client that goes away interrupts it, and with it the upstream request
     const fiber = yield* Recovery.generate(generationRequest).pipe(
