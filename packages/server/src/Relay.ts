@@ -262,8 +262,7 @@ export const router = (options: Options = {}): HttpRouter.HttpRouter<never, Prov
  */
 export const app = (options: Options = {}) => router(options)
 
-const loopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
+const loopback = (host: string): boolean => host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
 
 /**
  * The relay on a Node HTTP server at `host:port`, while the layer lives: it provides the `HttpServer` (its `address`

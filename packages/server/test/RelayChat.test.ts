@@ -97,13 +97,17 @@ describe("Relay Chat Completions: live", () => {
       }), 20_000)
   }
   for (const model of ["cut-after", "stall", "malformed"]) {
-    it.live(`${model}: fails closed after the first content byte, no splice, no second send`, () =>
-      Effect.gen(function*() {
-        const r = yield* run(model, "live")
-        assert.strictEqual(r.status, 200)
-        failedClosed(r.text, "One two")
-        assert.strictEqual(r.sends, 1)
-      }), 20_000)
+    it.live(
+      `${model}: fails closed after the first content byte, no splice, no second send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* run(model, "live")
+          assert.strictEqual(r.status, 200)
+          failedClosed(r.text, "One two")
+          assert.strictEqual(r.sends, 1)
+        }),
+      20_000
+    )
   }
 })
 
@@ -152,15 +156,19 @@ describe("Relay Chat Completions: reset", () => {
 
 describe("Relay Chat Completions: permanent failures", () => {
   for (const mode of ["hold", "live", "reset"]) {
-    it.live(`${mode}: an upstream 400 is the client's 400 with the provider's code, after one send`, () =>
-      Effect.gen(function*() {
-        const r = yield* run("bad-request", mode)
-        assert.strictEqual(r.status, 400)
-        const body = JSON.parse(r.text)
-        assert.strictEqual(body.error.type, "invalid_request_error")
-        assert.strictEqual(body.error.code, "context_length_exceeded")
-        assert.strictEqual(r.sends, 1)
-      }), 20_000)
+    it.live(
+      `${mode}: an upstream 400 is the client's 400 with the provider's code, after one send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* run("bad-request", mode)
+          assert.strictEqual(r.status, 400)
+          const body = JSON.parse(r.text)
+          assert.strictEqual(body.error.type, "invalid_request_error")
+          assert.strictEqual(body.error.code, "context_length_exceeded")
+          assert.strictEqual(r.sends, 1)
+        }),
+      20_000
+    )
     it.live(`${mode}: an upstream 401 is a 502 (the client's key is not the upstream's)`, () =>
       Effect.gen(function*() {
         const r = yield* run("unauthorized", mode)

@@ -4,9 +4,9 @@
  * with `Retry-After: 1`), the routes of the configuration over the client's `model`, and the endpoints around the
  * generation ones.
  */
+import { assert, describe, it } from "@effect/vitest"
 import * as Provider from "@reprise/core/Provider"
 import * as Relay from "@reprise/server/Relay"
-import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Stream } from "effect"
 import * as AnthropicCodec from "../src/internal/codec/anthropic.js"
 import * as ResponsesCodec from "../src/internal/codec/responses.js"
@@ -21,21 +21,25 @@ const get = (url: string, headers: Record<string, string> = {}) =>
   })
 
 describe("Relay keys", () => {
-  it.live("with keys, a request without a valid one is a 401; Bearer and x-api-key both work", () =>
-    Effect.gen(function*() {
-      const h = yield* relay({ models: healthy }, { keys: ["key-one", "key-two"] })
-      const url = `${h.url}/v1/chat/completions`
-      const none = yield* post(url, chat("healthy"))
-      assert.strictEqual(none.status, 401)
-      assert.strictEqual(JSON.parse(none.text).error.type, "authentication_error")
-      assert.strictEqual((yield* post(url, chat("healthy"), { authorization: "Bearer key-on" })).status, 401)
-      assert.strictEqual((yield* post(url, chat("healthy"), { authorization: "Bearer key-one" })).status, 200)
-      assert.strictEqual((yield* post(url, chat("healthy"), { "x-api-key": "key-two" })).status, 200)
-      // nothing was sent upstream for the refused ones
-      assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 2)
-      assert.strictEqual((yield* get(`${h.url}/v1/models`)).status, 401)
-      assert.strictEqual((yield* get(`${h.url}/healthz`)).status, 200)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "with keys, a request without a valid one is a 401; Bearer and x-api-key both work",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({ models: healthy }, { keys: ["key-one", "key-two"] })
+        const url = `${h.url}/v1/chat/completions`
+        const none = yield* post(url, chat("healthy"))
+        assert.strictEqual(none.status, 401)
+        assert.strictEqual(JSON.parse(none.text).error.type, "authentication_error")
+        assert.strictEqual((yield* post(url, chat("healthy"), { authorization: "Bearer key-on" })).status, 401)
+        assert.strictEqual((yield* post(url, chat("healthy"), { authorization: "Bearer key-one" })).status, 200)
+        assert.strictEqual((yield* post(url, chat("healthy"), { "x-api-key": "key-two" })).status, 200)
+        // nothing was sent upstream for the refused ones
+        assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 2)
+        assert.strictEqual((yield* get(`${h.url}/v1/models`)).status, 401)
+        assert.strictEqual((yield* get(`${h.url}/healthz`)).status, 200)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 
   const dummy = Layer.succeed(
     Provider.Provider,
@@ -71,25 +75,34 @@ describe("Relay limits", () => {
       assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 1)
     }).pipe(Effect.scoped), 20_000)
 
-  it.live("when every slot is taken, a 429 with Retry-After: 1; a slot is free again when its reply ends", () =>
-    Effect.gen(function*() {
-      const h = yield* relay({
-        models: { ...healthy, slow: { reply: { text: "a b c d e f" }, then: { kind: "drip", everyMs: 100, events: 1 } } }
-      }, { maxConcurrent: 1 })
-      const first = fetch(`${h.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(chat("slow", { stream: true }))
-      }).then((r) => r.text())
-      for (let i = 0; i < 100 && (yield* h.sim.requestsFor("slow")).length === 0; i++) yield* Effect.sleep("10 millis")
-      const busy = yield* post(`${h.url}/v1/chat/completions`, chat("healthy", { stream: true }))
-      assert.strictEqual(busy.status, 429)
-      assert.strictEqual(busy.headers.get("retry-after"), "1")
-      assert.strictEqual(JSON.parse(busy.text).error.code, "relay_busy")
-      assert.strictEqual(content(yield* Effect.promise(() => first)), "a b c d e f")
-      assert.strictEqual((yield* post(`${h.url}/v1/chat/completions`, chat("healthy"))).status, 200)
-      assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 1)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "when every slot is taken, a 429 with Retry-After: 1; a slot is free again when its reply ends",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: {
+            ...healthy,
+            slow: { reply: { text: "a b c d e f" }, then: { kind: "drip", everyMs: 100, events: 1 } }
+          }
+        }, { maxConcurrent: 1 })
+        const first = fetch(`${h.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(chat("slow", { stream: true }))
+        }).then((r) => r.text())
+        for (let i = 0; i < 100 && (yield* h.sim.requestsFor("slow")).length === 0; i++) {
+          yield* Effect.sleep("10 millis")
+        }
+        const busy = yield* post(`${h.url}/v1/chat/completions`, chat("healthy", { stream: true }))
+        assert.strictEqual(busy.status, 429)
+        assert.strictEqual(busy.headers.get("retry-after"), "1")
+        assert.strictEqual(JSON.parse(busy.text).error.code, "relay_busy")
+        assert.strictEqual(content(yield* Effect.promise(() => first)), "a b c d e f")
+        assert.strictEqual((yield* post(`${h.url}/v1/chat/completions`, chat("healthy"))).status, 200)
+        assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 
   it.live("a request the codec refuses is a 400 in OpenAI's shape, before any send", () =>
     Effect.gen(function*() {
@@ -112,27 +125,31 @@ describe("Relay limits", () => {
 })
 
 describe("Relay routes", () => {
-  it.live("with a plan, the client's model is not honoured; a fallback's answer names the fallback's model", () =>
-    Effect.gen(function*() {
-      const h = yield* relay({
-        models: { ...healthy, down: { then: { kind: "status", status: 503 } } }
-      }, { plan: ["down", "healthy"] })
-      const r = yield* post(`${h.url}/v1/chat/completions`, chat("gpt-client-choice"))
-      assert.strictEqual(r.status, 200)
-      const body = JSON.parse(r.text)
-      assert.strictEqual(body.model, "healthy")
-      assert.strictEqual(body.choices[0].message.content, "All good.")
-      assert.strictEqual((yield* h.sim.requestsFor("gpt-client-choice")).length, 0)
-      assert.strictEqual((yield* h.sim.requestsFor("down")).length, 2)
-      const streamed = yield* post(`${h.url}/v1/chat/completions`, chat("gpt-client-choice", { stream: true }))
-      for (const line of streamed.text.split("\n").filter((l) => l.startsWith("data: {"))) {
-        assert.strictEqual(JSON.parse(line.slice(6)).model, "healthy")
-      }
-      const models = JSON.parse((yield* get(`${h.url}/v1/models`)).text)
-      assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["down", "healthy"])
-      assert.strictEqual(models.object, "list")
-      assert.strictEqual(h.log[0]!.route, "openai-chat healthy")
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "with a plan, the client's model is not honoured; a fallback's answer names the fallback's model",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: { ...healthy, down: { then: { kind: "status", status: 503 } } }
+        }, { plan: ["down", "healthy"] })
+        const r = yield* post(`${h.url}/v1/chat/completions`, chat("gpt-client-choice"))
+        assert.strictEqual(r.status, 200)
+        const body = JSON.parse(r.text)
+        assert.strictEqual(body.model, "healthy")
+        assert.strictEqual(body.choices[0].message.content, "All good.")
+        assert.strictEqual((yield* h.sim.requestsFor("gpt-client-choice")).length, 0)
+        assert.strictEqual((yield* h.sim.requestsFor("down")).length, 2)
+        const streamed = yield* post(`${h.url}/v1/chat/completions`, chat("gpt-client-choice", { stream: true }))
+        for (const line of streamed.text.split("\n").filter((l) => l.startsWith("data: {"))) {
+          assert.strictEqual(JSON.parse(line.slice(6)).model, "healthy")
+        }
+        const models = JSON.parse((yield* get(`${h.url}/v1/models`)).text)
+        assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["down", "healthy"])
+        assert.strictEqual(models.object, "list")
+        assert.strictEqual(h.log[0]!.route, "openai-chat healthy")
+      }).pipe(Effect.scoped),
+    20_000
+  )
 
   it.live("without a plan, the configured model wins over the client's", () =>
     Effect.gen(function*() {
@@ -144,25 +161,29 @@ describe("Relay routes", () => {
       assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["healthy"])
     }).pipe(Effect.scoped), 20_000)
 
-  it.live("the other endpoints: /healthz, the page, 404, and the protocols without a codec yet", () =>
-    Effect.gen(function*() {
-      const h = yield* relay({ models: healthy })
-      assert.deepStrictEqual(JSON.parse((yield* get(`${h.url}/healthz`)).text), { status: "ok" })
-      const page = yield* get(`${h.url}/`)
-      assert.strictEqual(page.status, 200)
-      assert.match(page.headers.get("content-type") ?? "", /text\/html/)
-      assert.strictEqual((yield* get(`${h.url}/v1/nothing`)).status, 404)
-      const responses = yield* post(`${h.url}/v1/responses`, { model: "healthy", input: "hi" })
-      if (ResponsesCodec.codec === undefined) assert.strictEqual(responses.status, 501)
-      else assert.notStrictEqual(responses.status, 501)
-      const messages = yield* post(`${h.url}/v1/messages`, {
-        model: "healthy",
-        max_tokens: 10,
-        messages: [{ role: "user", content: "hi" }]
-      })
-      if (AnthropicCodec.codec === undefined) {
-        assert.strictEqual(messages.status, 501)
-        assert.strictEqual(JSON.parse(messages.text).type, "error")
-      } else assert.notStrictEqual(messages.status, 501)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "the other endpoints: /healthz, the page, 404, and the protocols without a codec yet",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({ models: healthy })
+        assert.deepStrictEqual(JSON.parse((yield* get(`${h.url}/healthz`)).text), { status: "ok" })
+        const page = yield* get(`${h.url}/`)
+        assert.strictEqual(page.status, 200)
+        assert.match(page.headers.get("content-type") ?? "", /text\/html/)
+        assert.strictEqual((yield* get(`${h.url}/v1/nothing`)).status, 404)
+        const responses = yield* post(`${h.url}/v1/responses`, { model: "healthy", input: "hi" })
+        if (ResponsesCodec.codec === undefined) assert.strictEqual(responses.status, 501)
+        else assert.notStrictEqual(responses.status, 501)
+        const messages = yield* post(`${h.url}/v1/messages`, {
+          model: "healthy",
+          max_tokens: 10,
+          messages: [{ role: "user", content: "hi" }]
+        })
+        if (AnthropicCodec.codec === undefined) {
+          assert.strictEqual(messages.status, 501)
+          assert.strictEqual(JSON.parse(messages.text).type, "error")
+        } else assert.notStrictEqual(messages.status, 501)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

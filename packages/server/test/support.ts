@@ -4,9 +4,9 @@
  * and the access log's entries.
  */
 import * as HttpServer from "@effect/platform/HttpServer"
+import * as Budget from "@reprise/core/Budget"
 import * as Policy from "@reprise/core/Policy"
 import * as Routes from "@reprise/core/Routes"
-import * as Budget from "@reprise/core/Budget"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Relay from "@reprise/server/Relay"
 import * as Simulator from "@reprise/simulator/Simulator"

@@ -35,7 +35,9 @@ const overloaded = (error: TransportError.TransportError): boolean =>
 const transport = (error: TransportError.TransportError, text: string, retryAfter?: Duration.Duration): Mapped => {
   const wait = seconds(retryAfter ?? error.retryAfter)
   const withWait = (failure: Failure): Mapped => wait === undefined ? { failure } : { failure, retryAfter: wait }
-  if (error.status === 429 || error.providerCode === "rate_limit_exceeded" || error.providerCode === "rate_limit_error") {
+  if (
+    error.status === 429 || error.providerCode === "rate_limit_exceeded" || error.providerCode === "rate_limit_error"
+  ) {
     return withWait({ status: 429, type: "rate_limit_error", code: "rate_limit_exceeded", message: text })
   }
   if (overloaded(error)) {

@@ -186,7 +186,12 @@ export const generation = (
 
     if (!authorized(request.headers)) {
       return refuse({
-        failure: { status: 401, type: "authentication_error", code: "invalid_api_key", message: "a valid relay key is required" }
+        failure: {
+          status: 401,
+          type: "authentication_error",
+          code: "invalid_api_key",
+          message: "a valid relay key is required"
+        }
       }, protocol === "anthropic" ? {} : { "www-authenticate": "Bearer" })
     }
     if (codec === undefined) {
@@ -204,7 +209,9 @@ export const generation = (
       ? settings.preview
       : modeHeader.trim().toLowerCase()
     if (mode !== "hold" && mode !== "live" && mode !== "reset") {
-      return refuse(invalid(`${RelayProtocol.previewHeader} must be hold, live or reset, got ${JSON.stringify(modeHeader)}`))
+      return refuse(
+        invalid(`${RelayProtocol.previewHeader} must be hold, live or reset, got ${JSON.stringify(modeHeader)}`)
+      )
     }
     stats.mode = mode
 

@@ -84,7 +84,10 @@ const toolChoice = (value: unknown): Generation.ToolChoice | undefined => {
     const name = value.function.name
     if (typeof name === "string" && name.length > 0) return { tool: name }
   }
-  return refuse(`tool_choice must be "auto", "none", "required" or {"type":"function","function":{"name":…}}`, "tool_choice")
+  return refuse(
+    `tool_choice must be "auto", "none", "required" or {"type":"function","function":{"name":…}}`,
+    "tool_choice"
+  )
 }
 
 const responseFormat = (value: unknown): Generation.ResponseFormat | undefined => {
