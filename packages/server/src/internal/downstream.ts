@@ -8,6 +8,10 @@
  * protocol's own shape, with no success terminal). Each returns complete SSE frames (`event:`/`data:` lines and the
  * blank line), possibly none.
  *
+ * A `ToolCallDelta` reaches `delta` with its `id` and `name` once: on the first delta of its `index` (in the attempt
+ * being shown) that carries them, and `undefined` on the later ones (providers repeat them on every delta; the relay
+ * drops the repeats), so that a codec announces a tool call exactly when they are set.
+ *
  * @internal
  */
 import type * as Generation from "@reprise/core/Generation"

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import type * as Generation from "@reprise/core/Generation"
+import * as Generation from "@reprise/core/Generation"
 import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as Duration from "effect/Duration"
 import * as RelayProtocol from "../RelayProtocol.js"
@@ -45,6 +45,8 @@ export class Machine {
   /** `reset`: the rollback of the last discarded attempt, waiting for when and where the next one goes. */
   private pending: RelayProtocol.RollbackEvent | undefined
   private pendingShown = false
+  /** The id and name of each tool call (by index) that the client was given, in the attempt being shown. */
+  private announced = new Map<number, { id: string | undefined; name: string | undefined }>()
   private soft: Array<string> = []
   private out: Array<Out> = []
   private context: Context
@@ -97,8 +99,23 @@ export class Machine {
     this.hard(this.codec.open(context))
   }
 
+  /**
+   * A provider repeats a tool call's id and name on every delta of it; a codec is given each once, on the first delta
+   * that carries it (`undefined` after), as the wire protocols announce them.
+   */
+  private fresh(event: Generation.GenerationEvent): Generation.GenerationEvent {
+    if (event._tag !== "ToolCallDelta") return event
+    const known = this.announced.get(event.index) ?? { id: undefined, name: undefined }
+    const id = known.id === undefined ? event.id : undefined
+    const name = known.name === undefined ? event.name : undefined
+    this.announced.set(event.index, { id: known.id ?? event.id, name: known.name ?? event.name })
+    return id === event.id && name === event.name
+      ? event
+      : Generation.ToolCallDelta({ index: event.index, id, name, argumentsDelta: event.argumentsDelta })
+  }
+
   private show(event: Generation.GenerationEvent): void {
-    const frames = this.codec.delta(this.context, event)
+    const frames = this.codec.delta(this.context, this.fresh(event))
     if (frames.length === 0) return
     this.open(this.context)
     this.hard(frames)
@@ -127,6 +144,7 @@ export class Machine {
         this.flush()
         this.buffer = []
         this.shown = false
+        this.announced.clear()
         if (note.route !== undefined) this.context = { ...this.context, model: note.route.model }
         if (this.mode === "reset") {
           const data: RelayProtocol.AttemptEvent = {
@@ -202,8 +220,9 @@ export class Machine {
     if (this.mode === "hold") {
       this.context = served
       this.open(served)
+      this.announced.clear()
       for (const event of this.buffer) {
-        const frames = this.codec.delta(served, event)
+        const frames = this.codec.delta(served, this.fresh(event))
         if (frames.length > 0) this.hard(frames)
       }
       this.buffer = []
