@@ -7,10 +7,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Provider from "@reprise/core/Provider"
 import * as Relay from "@reprise/server/Relay"
-import { Effect, Exit, Layer, Stream } from "effect"
+import { ConfigProvider, Effect, Exit, Layer, Stream } from "effect"
 import * as AnthropicCodec from "../src/internal/codec/anthropic.js"
 import * as ResponsesCodec from "../src/internal/codec/responses.js"
-import { chat, content, post, relay } from "./support.js"
+import { chat, content, post, relay, UPSTREAM_KEY } from "./support.js"
 
 const healthy = { healthy: { reply: { text: "All good." }, then: { kind: "stream" as const } } }
 
@@ -113,6 +113,7 @@ describe("Relay limits", () => {
       const noMessages = yield* post(url, { model: "healthy", messages: [] })
       assert.strictEqual(noMessages.status, 400)
       assert.match(JSON.parse(noMessages.text).error.message, /messages/)
+      assert.strictEqual(JSON.parse(noMessages.text).error.param, "messages")
       const image = yield* post(url, {
         model: "healthy",
         messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }]
@@ -186,4 +187,69 @@ describe("Relay routes", () => {
       }).pipe(Effect.scoped),
     20_000
   )
+})
+
+describe("Relay safety, more", () => {
+  it.live("an upstream error that echoes the upstream key reaches the client without it", () =>
+    Effect.gen(function*() {
+      const h = yield* relay({
+        models: {
+          echo: {
+            then: {
+              kind: "status",
+              status: 401,
+              error: { code: "invalid_api_key", message: `Incorrect API key provided: ${UPSTREAM_KEY}.` }
+            }
+          }
+        }
+      })
+      for (const mode of ["hold", "live", "reset"]) {
+        const r = yield* post(`${h.url}/v1/chat/completions`, chat("echo", { stream: true }), {
+          "x-reprise-preview": mode
+        })
+        assert.strictEqual(r.status, 502)
+        assert.notInclude(r.text, UPSTREAM_KEY)
+        assert.notInclude(r.text, UPSTREAM_KEY.slice(0, 12))
+        assert.include(r.text, "<redacted>")
+      }
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live(
+    "REPRISE_SERVE_KEYS: comma- or space-separated keys, read when no keys are given",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({ models: healthy }).pipe(
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["REPRISE_SERVE_KEYS", "alpha, beta gamma"]])))
+        )
+        const url = `${h.url}/v1/chat/completions`
+        assert.strictEqual((yield* post(url, chat("healthy"))).status, 401)
+        for (const key of ["alpha", "beta", "gamma"]) {
+          assert.strictEqual((yield* post(url, chat("healthy"), { authorization: `Bearer ${key}` })).status, 200)
+        }
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live("a chunked body over the limit is a 413 too", () =>
+    Effect.gen(function*() {
+      const h = yield* relay({ models: healthy }, { maxBodyBytes: 1000 })
+      const r = yield* Effect.promise(async () => {
+        const payload = new TextEncoder().encode(JSON.stringify(chat("healthy", { padding: "x".repeat(5000) })))
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            for (let i = 0; i < payload.length; i += 500) controller.enqueue(payload.slice(i, i + 500))
+            controller.close()
+          }
+        })
+        const response = await fetch(`${h.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+          duplex: "half"
+        } as RequestInit)
+        return { status: response.status, text: await response.text() }
+      })
+      assert.strictEqual(r.status, 413)
+      assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 0)
+    }).pipe(Effect.scoped), 20_000)
 })

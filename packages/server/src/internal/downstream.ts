@@ -59,6 +59,8 @@ export interface Failure {
   readonly code?: string | undefined
   /** One line, never with a key. */
   readonly message: string
+  /** The request field at fault, for a request the relay refused (`messages[2].content`). Optional. */
+  readonly param?: string | undefined
 }
 
 /** @internal */

@@ -84,7 +84,9 @@ export const authorizer = (keys: ReadonlyArray<Redacted.Redacted<string>>) => {
 export const errorBody = (protocol: Protocol, codec: Codec | undefined, failure: WireFailure): unknown => {
   if (codec !== undefined) return codec.errorBody(failure)
   if (protocol === "anthropic") return { type: "error", error: { type: failure.type, message: failure.message } }
-  return { error: { message: failure.message, type: failure.type, param: null, code: failure.code ?? null } }
+  return {
+    error: { message: failure.message, type: failure.type, param: failure.param ?? null, code: failure.code ?? null }
+  }
 }
 
 /** An error response in the protocol's shape. @internal */
@@ -107,17 +109,33 @@ class TooLarge {
   readonly _tag = "TooLarge"
 }
 
-/** The body as JSON, read at most `max` bytes of it. */
+/** What is still read of a body over the limit, so that its client reads the 413 rather than a reset socket. */
+const drainBytes = 8 * 1024 * 1024
+
+/**
+ * The body as text, at most `max` bytes of it. A body over the limit is read on and dropped, up to `drainBytes` more
+ * (a client that sends its whole body before it reads then gets the 413); past that, reading stops.
+ */
 const readBody = (request: HttpServerRequest.HttpServerRequest, max: number) => {
   const declared = Number(request.headers["content-length"])
   if (Number.isFinite(declared) && declared > max) return Effect.fail(new TooLarge())
   return request.stream.pipe(
     Stream.mapAccumEffect(0, (n, bytes: Uint8Array) => {
       const total = n + bytes.length
-      return total > max ? Effect.fail(new TooLarge()) : Effect.succeed([total, bytes] as const)
+      if (total > max + drainBytes) return Effect.fail(new TooLarge())
+      return Effect.succeed([total, total > max ? undefined : bytes] as const)
     }),
-    Stream.runCollect,
-    Effect.map((chunks) => Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8"))
+    Stream.runFold({ total: 0, chunks: [] as Array<Uint8Array> }, (acc, bytes) => {
+      if (bytes === undefined) acc.total = max + 1
+      else {
+        acc.total += bytes.length
+        acc.chunks.push(bytes)
+      }
+      return acc
+    }),
+    Effect.flatMap((acc) =>
+      acc.total > max ? Effect.fail(new TooLarge()) : Effect.succeed(Buffer.concat(acc.chunks).toString("utf8"))
+    )
   )
 }
 
@@ -235,7 +253,10 @@ export const generation = (
       return refuse(invalid("the request body is not JSON"))
     }
     const decoded = codec.decode(json)
-    if (Either.isLeft(decoded)) return refuse(invalid(decoded.left.message))
+    if (Either.isLeft(decoded)) {
+      const { message, param } = decoded.left
+      return refuse({ failure: { status: 400, type: "invalid_request_error", message, param } })
+    }
 
     // the routes come from the configuration: the client's model names the upstream model only when nothing fixes it
     const plan = yield* Effect.serviceOption(Routes.Routes)

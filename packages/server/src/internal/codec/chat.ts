@@ -281,7 +281,7 @@ const delta = (context: Context, event: Generation.GenerationEvent): string => {
 }
 
 const errorBody = (failure: Failure) => ({
-  error: { message: failure.message, type: failure.type, param: null, code: failure.code ?? null }
+  error: { message: failure.message, type: failure.type, param: failure.param ?? null, code: failure.code ?? null }
 })
 
 /** @internal */
