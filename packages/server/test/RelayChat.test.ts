@@ -142,6 +142,7 @@ describe("Relay Chat Completions: reset", () => {
         assert.strictEqual(rollback.nextAttempt, 2)
         assert.deepStrictEqual(rollback.choices, [])
         if (model === "rate-limited") assert.isAtLeast(rollback.delayMs, 1000)
+        assert.strictEqual(named[3]!.attempt, 2)
         assert.strictEqual(named[3]!.attempts, 2)
         // what the client keeps after the rollback is the committed answer; before it, what was shown
         const [before, after] = r.text.split("event: reprise.rollback")
@@ -152,6 +153,49 @@ describe("Relay Chat Completions: reset", () => {
         assert.strictEqual(r.sends, 2)
       }), 20_000)
   }
+})
+
+describe("Relay Chat Completions: reset across routes", () => {
+  it.live(
+    "a switch of route is a rollback naming the next route; the commit names the serving route",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: { flaky: { reply, then: { kind: "reset", afterTokens: 1 } }, healthy: { reply, then: ok } }
+        }, { plan: ["flaky", "healthy"] })
+        const r = yield* post(
+          `${h.url}/v1/chat/completions`,
+          chat("anything", { stream: true, stream_options: { include_usage: true } }),
+          {
+            "x-reprise-preview": "reset"
+          }
+        )
+        const named = events(r.text).filter((e) => e.event?.startsWith("reprise.")).map((e) => ({
+          event: e.event,
+          ...JSON.parse(e.data)
+        }))
+        assert.deepStrictEqual(named.map((e) => `${e.event} ${e.attempt}`), [
+          "reprise.attempt 1",
+          "reprise.rollback 1",
+          "reprise.attempt 2",
+          "reprise.rollback 2",
+          "reprise.attempt 3",
+          "reprise.commit 3"
+        ])
+        assert.deepStrictEqual(named[0]!.route, { index: 1, name: "openai-chat flaky", model: "flaky" })
+        assert.isUndefined(named[1]!.route)
+        assert.deepStrictEqual(named[3]!.route, { index: 2, name: "openai-chat healthy", model: "healthy" })
+        assert.strictEqual(named[3]!.nextAttempt, 3)
+        assert.strictEqual(named[5]!.model, "healthy")
+        assert.deepStrictEqual(named[5]!.route, { index: 2, name: "openai-chat healthy", model: "healthy" })
+        const [, after] = r.text.split(/event: reprise.rollback\ndata: \{"attempt":2[^\n]*\n\n/)
+        whole(after!)
+        // the chunks of the committed attempt name the fallback's model
+        const models = chunks(after!).filter((e) => e.data.startsWith("{")).map((e) => JSON.parse(e.data).model)
+        assert.isTrue(models.every((m) => m === "healthy"))
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })
 
 describe("Relay Chat Completions: permanent failures", () => {

@@ -47,6 +47,8 @@ export class Machine {
   private pendingShown = false
   /** The id and name of each tool call (by index) that the client was given, in the attempt being shown. */
   private announced = new Map<number, { id: string | undefined; name: string | undefined }>()
+  /** The number of the attempt being shown (the one a commit commits). */
+  private attempt = 0
   private soft: Array<string> = []
   private out: Array<Out> = []
   private context: Context
@@ -145,6 +147,7 @@ export class Machine {
         this.buffer = []
         this.shown = false
         this.announced.clear()
+        this.attempt = note.attempt
         if (note.route !== undefined) this.context = { ...this.context, model: note.route.model }
         if (this.mode === "reset") {
           const data: RelayProtocol.AttemptEvent = {
@@ -156,6 +159,10 @@ export class Machine {
         }
         return
       }
+      case "AttemptResumed":
+        // the attempt continues the preview of the one before it: nothing is discarded
+        this.attempt = note.attempt
+        return
       case "Preview":
         if (this.mode === "hold") this.buffer.push(note.event)
         else this.show(note.event)
@@ -205,9 +212,8 @@ export class Machine {
     this.flush()
     const served: Context = { ...this.context, model: reply.model ?? reply.route?.model ?? this.context.model }
     if (this.mode === "reset") {
-      const attempt = reply.attempts
       const data: RelayProtocol.CommitEvent = {
-        attempt,
+        attempt: this.attempt > 0 ? this.attempt : reply.attempts,
         attempts: reply.attempts,
         ...routeOf(reply.route),
         ...(reply.model !== undefined ? { model: reply.model } : {}),
