@@ -236,6 +236,47 @@ describe("Relay Chat Completions: permanent failures", () => {
     }).pipe(Effect.scoped), 20_000)
 })
 
+describe("Relay Chat Completions: exhaustion", () => {
+  it.live("a persistent 503 is a 503 with the upstream's Retry-After", () =>
+    Effect.gen(function*() {
+      const h = yield* relay({
+        models: { down: { reply, then: { kind: "status", status: 503, headers: { "retry-after": "1" } } } }
+      }, { maxAttempts: 2 })
+      const r = yield* post(`${h.url}/v1/chat/completions`, chat("down", { stream: true }))
+      assert.strictEqual(r.status, 503)
+      assert.strictEqual(r.headers.get("retry-after"), "1")
+      assert.strictEqual(JSON.parse(r.text).error.type, "overloaded_error")
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live(
+    "a Retry-After past the deadline is answered at once: 429 with that Retry-After, after one send",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: { later: { reply, then: { kind: "status", status: 429, headers: { "retry-after": "60" } } } }
+        })
+        const r = yield* post(`${h.url}/v1/chat/completions`, chat("later", { stream: true }))
+        assert.strictEqual(r.status, 429)
+        assert.strictEqual(r.headers.get("retry-after"), "60")
+        assert.strictEqual((yield* h.sim.requestsFor("later")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live("the deadline passed while replaying a transport failure: 504", () =>
+    Effect.gen(function*() {
+      const h = yield* relay({
+        models: { broken: { reply, then: { kind: "stall", durationMs: 100, then: "eof" } } }
+      }, { deadlineMs: 250, maxAttempts: 50 })
+      const r = yield* post(`${h.url}/v1/chat/completions`, chat("broken", { stream: true }), {
+        "x-reprise-preview": "live"
+      })
+      assert.strictEqual(r.status, 504)
+      assert.strictEqual(JSON.parse(r.text).error.code, "deadline_exceeded")
+      assert.isAtLeast((yield* h.sim.requestsFor("broken")).length, 2)
+    }).pipe(Effect.scoped), 20_000)
+})
+
 describe("Relay Chat Completions: non-stream", () => {
   it.live("one chat.completion after a cut, with the committed attempt's usage", () =>
     Effect.gen(function*() {

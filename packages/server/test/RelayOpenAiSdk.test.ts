@@ -82,4 +82,35 @@ describe("openai SDK against the relay (hold)", () => {
       assert.instanceOf(error, OpenAI.BadRequestError)
       assert.strictEqual((error as InstanceType<typeof OpenAI.BadRequestError>).code, "context_length_exceeded")
     }).pipe(Effect.scoped), 20_000)
+
+  it.live(
+    "reset: the SDK yields the reprise events as chunks without choices, and does not throw on a rollback",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(script)
+        const seen = yield* Effect.promise(async () => {
+          const stream = await new OpenAI({
+            apiKey: "downstream-key",
+            baseURL: `${h.url}/v1`,
+            maxRetries: 0,
+            defaultHeaders: { "x-reprise-preview": "reset" }
+          }).chat.completions.create({
+            model: "cut-then-ok",
+            messages: [{ role: "user", content: "Say it." }],
+            stream: true
+          })
+          const out: Array<{ choices: number; text: string }> = []
+          for await (const chunk of stream) {
+            out.push({ choices: chunk.choices.length, text: chunk.choices[0]?.delta?.content ?? "" })
+          }
+          return out
+        })
+        // attempt, rollback, attempt, commit: four chunks with no choice
+        assert.strictEqual(seen.filter((c) => c.choices === 0).length, 4)
+        // after the rollback (the second empty chunk), the text is the whole answer
+        const rollback = seen.findIndex((c, i) => c.choices === 0 && seen.slice(0, i).some((d) => d.choices === 0))
+        assert.strictEqual(seen.slice(rollback).map((c) => c.text).join(""), TEXT)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

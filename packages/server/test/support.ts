@@ -27,6 +27,7 @@ export interface HarnessOptions extends Relay.Options {
   /** Models of a plan of routes on the simulator's Chat Completions route; absent: one provider, no plan. */
   readonly plan?: ReadonlyArray<string> | undefined
   readonly maxAttempts?: number | undefined
+  readonly deadlineMs?: number | undefined
   readonly host?: string | undefined
 }
 
@@ -52,7 +53,10 @@ export const relay = (script: SimulatorScript.Script, options: HarnessOptions = 
       )
     const settings = Layer.mergeAll(
       Policy.layer({ backoffBase: Duration.millis(5), backoffMax: Duration.millis(20) }),
-      Budget.layer({ maxAttempts: options.maxAttempts ?? 5, deadline: Duration.seconds(30) })
+      Budget.layer({
+        maxAttempts: options.maxAttempts ?? 5,
+        deadline: Duration.millis(options.deadlineMs ?? 30_000)
+      })
     )
     const served = Relay.layer({
       port: 0,

@@ -231,7 +231,6 @@ export const generation = (
         invalid(`${RelayProtocol.previewHeader} must be hold, live or reset, got ${JSON.stringify(modeHeader)}`)
       )
     }
-    stats.mode = mode
 
     const text = yield* Effect.either(readBody(request, settings.maxBodyBytes))
     if (Either.isLeft(text)) {
@@ -289,6 +288,7 @@ export const generation = (
     }
     const queue = yield* Effect.acquireRelease(Queue.unbounded<Preview.Signal>(), Queue.shutdown)
     const streaming = decoded.right.stream
+    if (streaming) stats.mode = mode
     // live: whether the current attempt showed content, as the machine decides it (the codec wrote a frame for it)
     let shown = false
     const notify = (note: RecoveryNotifications.Notification) => {
