@@ -57,9 +57,9 @@ describe("openai SDK against the relay (hold)", () => {
         assert.strictEqual((yield* h.sim.requestsFor(model)).length, model === "cut-then-ok" ? 2 : 3)
       }).pipe(Effect.scoped), 20_000)
 
-    it.live(`${model}: whole, one chat.completion`, () =>
+    it.live(`${model}: whole, one chat.completion (the SDK's key is the relay's)`, () =>
       Effect.gen(function*() {
-        const h = yield* relay(script)
+        const h = yield* relay(script, { keys: ["downstream-key"] })
         const completion = yield* Effect.promise(() =>
           client(h.url).chat.completions.create({ model, messages: [{ role: "user", content: "Say it." }] })
         )
