@@ -2,3 +2,8 @@
  * @since 0.1.0
  */
 export * as RelayProtocol from "./RelayProtocol.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Relay from "./Relay.js"
