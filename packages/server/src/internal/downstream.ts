@@ -50,6 +50,26 @@ export interface Failure {
   readonly message: string
 }
 
+/**
+ * The frames of one streamed reply, for a protocol whose frames depend on the ones written before them: Responses
+ * numbers every event (`sequence_number`) and places content by `output_index`, Anthropic by content block `index`,
+ * which a function of one event cannot know. One per reply; each member as the {@link Codec}'s own.
+ *
+ * @internal
+ */
+export interface StreamEncoder {
+  readonly open: () => string
+  readonly delta: (event: Generation.GenerationEvent) => string
+  /**
+   * What the attempt being shown wrote is void (the `reset` mode's rollback, written by the relay next to these
+   * frames): the items or blocks it opened are closed, and the next attempt's content goes to new ones.
+   */
+  readonly rollback: () => string
+  /** The terminal, preceded by whatever of the reply the deltas did not write (all of it when none were written). */
+  readonly terminal: (reply: Generation.Reply) => string
+  readonly failure: (failure: Failure) => string
+}
+
 /** @internal */
 export interface Codec {
   readonly protocol: "openai-chat" | "openai-responses" | "anthropic"
@@ -58,6 +78,13 @@ export interface Codec {
   readonly delta: (context: Context, event: Generation.GenerationEvent) => string
   readonly terminal: (context: Context, reply: Generation.Reply) => string
   readonly failure: (context: Context, failure: Failure) => string
+  /**
+   * A stream's encoder for one reply, for a protocol whose frames depend on the ones before them (Responses,
+   * Anthropic). When present, the relay makes one per streamed reply and writes its frames instead of `open`,
+   * `delta`, `terminal` and `failure`, which then describe a reply written at once (`open`, then `terminal` with the
+   * whole reply, or `failure`); their `delta` writes an event as the first of its reply.
+   */
+  readonly encoder?: ((context: Context) => StreamEncoder) | undefined
   /** The whole reply as the non-streaming response body. */
   readonly body: (context: Context, reply: Generation.Reply) => unknown
   /** The error as the protocol's error response body. */

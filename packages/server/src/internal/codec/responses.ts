@@ -1,0 +1,592 @@
+/**
+ * The OpenAI Responses API downstream (`POST /v1/responses`): a client's request decoded into a `GenerationRequest`,
+ * and the reply written back as Responses events or as a response object, as the `openai` SDK reads them.
+ *
+ * Decoded: `model`, `instructions` (the system text), `input` as a string (one user message) or a list of items —
+ * messages of role `user`, `system`, `developer` (a system message) and `assistant`, with string content or
+ * `input_text` / `output_text` parts; `function_call` (its `arguments` must be JSON) and `function_call_output` items;
+ * `reasoning` items that carry `encrypted_content` (sent back upstream with the next assistant turn; one without it
+ * names a stored item the relay cannot vouch for, and is dropped) — `tools` of type `function`, `tool_choice`
+ * (`auto`, `none`, `required`, `{type: "function", name}`), `max_output_tokens`, `text.format` (`json_schema`; `text`
+ * is free text) and `stream`.
+ *
+ * Refused with a 400, because honouring them needs state the relay does not keep or content it does not carry:
+ * `previous_response_id` and `conversation` (the relay stores no response), `background: true`, `prompt` (stored
+ * prompts), `item_reference` items, image, file and audio parts, hosted tools (`web_search`, `file_search`, …) and the
+ * `json_object` format. Ignored: `store` (nothing is stored: responses report `store: false`), `include`,
+ * `temperature`, `top_p`, `reasoning`, `parallel_tool_calls`, `truncation`, `metadata`, `user`, `service_tier` and
+ * the other sampling and bookkeeping fields.
+ *
+ * A stream is `response.created` and `response.in_progress` (`open`); then output items as the API writes them: a
+ * `message` item (`response.output_item.added`, `response.content_part.added`, `response.output_text.delta`…,
+ * `response.output_text.done`, `response.content_part.done`, `response.output_item.done`), `reasoning` items (summary
+ * parts and `response.reasoning_summary_text.delta`), `function_call` items
+ * (`response.function_call_arguments.delta`…, `.done`); then `response.completed` or, for a reply cut by its token
+ * limit or a content filter, `response.incomplete`, whose `response` lists the output, the usage and the serving
+ * model. Every event carries its `sequence_number`. A failure is an `error` event (`code`, `message`, `param`, and
+ * the same in an `error` object, which makes the `openai` SDK throw) followed by `response.failed`.
+ *
+ * @internal
+ */
+import type * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
+import * as Option from "effect/Option"
+import type * as Downstream from "../downstream.js"
+import * as Wire from "./wire.js"
+
+const { refuse } = Wire
+
+// ---------------------------------------------------------------------------------------------------------------
+// decode
+
+const refused: ReadonlyArray<readonly [string, string]> = [
+  ["previous_response_id", "the relay stores no response: send the whole conversation in 'input'"],
+  ["conversation", "the relay stores no conversation: send the whole conversation in 'input'"],
+  ["prompt", "stored prompts are not supported by the relay"]
+]
+
+/** The text of a message's content: a string, or its text parts in order. */
+const contentText = (content: unknown, param: string): string => {
+  if (typeof content === "string") return content
+  const parts = Wire.array(content, param)
+  let text = ""
+  parts.forEach((u, j) => {
+    const part = Wire.object(u, `${param}[${j}]`)
+    switch (part.type) {
+      case "input_text":
+      case "output_text":
+      case "text":
+        text += Wire.string(part.text, `${param}[${j}].text`)
+        break
+      default:
+        refuse(`${param}[${j}]`, `'${param}[${j}]': content of type ${JSON.stringify(part.type)} is not supported`)
+    }
+  })
+  return text
+}
+
+const parseArguments = (text: string, param: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return refuse(param, `'${param}' must be a JSON text`)
+  }
+}
+
+const decodeInput = (input: unknown): Array<Message.Message> => {
+  if (typeof input === "string") return [{ role: "user", text: input }]
+  const items = Wire.array(input, "input")
+  const messages: Array<Message.Message> = []
+  const names = new Map<string, string>()
+  let reasoning: Array<Message.ReasoningPart> = []
+  // the assistant turn that `function_call` items join: the one just decoded, until another item comes
+  let turn: { text: string; toolCalls: Array<Message.ToolCall> } | undefined
+  const assistant = (text: string) => {
+    const message = reasoning.length > 0
+      ? { role: "assistant" as const, text, toolCalls: [] as Array<Message.ToolCall>, reasoning }
+      : { role: "assistant" as const, text, toolCalls: [] as Array<Message.ToolCall> }
+    reasoning = []
+    messages.push(message)
+    turn = message
+    return message
+  }
+  items.forEach((u, i) => {
+    const param = `input[${i}]`
+    const item = Wire.object(u, param)
+    const type = item.type ?? "message"
+    switch (type) {
+      case "message": {
+        const role = item.role
+        const text = contentText(item.content, `${param}.content`)
+        if (role === "assistant") {
+          assistant(text)
+          return
+        }
+        turn = undefined
+        reasoning = []
+        if (role === "user") messages.push({ role: "user", text })
+        else if (role === "system" || role === "developer") messages.push({ role: "system", text })
+        else refuse(`${param}.role`, `'${param}.role' must be one of user, system, developer, assistant`)
+        return
+      }
+      case "function_call": {
+        const id = Wire.string(item.call_id, `${param}.call_id`)
+        const name = Wire.string(item.name, `${param}.name`)
+        const args = parseArguments(Wire.string(item.arguments, `${param}.arguments`), `${param}.arguments`)
+        names.set(id, name)
+        const into = turn ?? assistant("")
+        into.toolCalls.push({ id, name, arguments: args })
+        return
+      }
+      case "function_call_output": {
+        turn = undefined
+        reasoning = []
+        const id = Wire.string(item.call_id, `${param}.call_id`)
+        const content = contentText(item.output, `${param}.output`)
+        messages.push({ role: "tool", toolCallId: id, name: names.get(id) ?? "", content, isError: false })
+        return
+      }
+      case "reasoning": {
+        turn = undefined
+        const encrypted = Wire.optionalString(item.encrypted_content, `${param}.encrypted_content`)
+        if (encrypted === undefined) return
+        const summary = item.summary === undefined || item.summary === null
+          ? []
+          : Wire.array(item.summary, `${param}.summary`).map((s, j) =>
+            Wire.string(Wire.object(s, `${param}.summary[${j}]`).text, `${param}.summary[${j}].text`)
+          )
+        reasoning.push({
+          protocol: "openai-responses",
+          kind: "reasoning",
+          id: Wire.string(item.id, `${param}.id`),
+          summary,
+          encryptedContent: encrypted
+        })
+        return
+      }
+      default:
+        refuse(`${param}.type`, `'${param}': items of type ${JSON.stringify(type)} are not supported by the relay`)
+    }
+  })
+  return messages
+}
+
+const decodeTools = (u: unknown): Array<Generation.ToolDefinition> =>
+  Wire.array(u, "tools").map((t, i) => {
+    const tool = Wire.object(t, `tools[${i}]`)
+    if (tool.type !== "function") {
+      return refuse(`tools[${i}].type`, `'tools[${i}]': tools of type ${JSON.stringify(tool.type)} are not supported`)
+    }
+    return {
+      name: Wire.string(tool.name, `tools[${i}].name`),
+      description: Wire.optionalString(tool.description, `tools[${i}].description`) ?? "",
+      parameters: Wire.schemaObject(tool.parameters, `tools[${i}].parameters`) ?? Wire.anyObject
+    }
+  })
+
+const decodeToolChoice = (u: unknown): Generation.ToolChoice => {
+  if (u === "auto" || u === "none" || u === "required") return u
+  if (Wire.isObject(u) && u.type === "function") return { tool: Wire.string(u.name, "tool_choice.name") }
+  return refuse("tool_choice", `'tool_choice' must be auto, none, required or {"type": "function", "name": …}`)
+}
+
+const decodeFormat = (u: unknown): Generation.ResponseFormat | undefined => {
+  const text = Wire.object(u, "text")
+  if (text.format === undefined || text.format === null) return undefined
+  const format = Wire.object(text.format, "text.format")
+  if (format.type === "text") return undefined
+  if (format.type !== "json_schema") {
+    return refuse("text.format.type", `'text.format.type' must be text or json_schema`)
+  }
+  const description = Wire.optionalString(format.description, "text.format.description")
+  return {
+    type: "json",
+    name: Wire.string(format.name, "text.format.name"),
+    schema: Wire.object(format.schema, "text.format.schema"),
+    ...(description !== undefined ? { description } : {})
+  }
+}
+
+const decodeBody = (u: unknown): Downstream.Decoded => {
+  const body = Wire.object(u, "body")
+  for (const [field, why] of refused) {
+    if (body[field] !== undefined && body[field] !== null) refuse(field, `'${field}' is not supported: ${why}`)
+  }
+  if (Wire.optionalBoolean(body.background, "background") === true) {
+    refuse("background", "'background' is not supported: the relay keeps no response to retrieve")
+  }
+  const model = Wire.string(body.model, "model")
+  if (body.input === undefined) refuse("input", "'input' is required")
+  const messages = decodeInput(body.input)
+  const system = Wire.optionalString(body.instructions, "instructions")
+  const tools = body.tools === undefined || body.tools === null ? [] : decodeTools(body.tools)
+  const toolChoice = body.tool_choice === undefined || body.tool_choice === null
+    ? undefined
+    : decodeToolChoice(body.tool_choice)
+  const maxTokens = body.max_output_tokens === undefined || body.max_output_tokens === null
+    ? undefined
+    : Wire.positiveInteger(body.max_output_tokens, "max_output_tokens")
+  const responseFormat = body.text === undefined || body.text === null ? undefined : decodeFormat(body.text)
+  const request: Generation.GenerationRequest = {
+    model,
+    messages,
+    ...(system !== undefined ? { system } : {}),
+    ...(tools.length > 0 ? { tools } : {}),
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
+    ...(toolChoice !== undefined ? { toolChoice } : {}),
+    ...(responseFormat !== undefined ? { responseFormat } : {})
+  }
+  return { request, stream: Wire.optionalBoolean(body.stream, "stream") === true }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// encode
+
+interface MessageItem {
+  readonly type: "message"
+  readonly id: string
+  readonly index: number
+  text: string
+  open: boolean
+}
+
+interface ReasoningItem {
+  readonly type: "reasoning"
+  id: string
+  readonly index: number
+  text: string
+  encrypted: string | undefined
+  /** The summary texts of a complete part, in place of the streamed text. */
+  summary: ReadonlyArray<string> | undefined
+  open: boolean
+}
+
+interface CallItem {
+  readonly type: "function_call"
+  readonly id: string
+  readonly index: number
+  /** The `ToolCallDelta` index it shows, in its attempt. */
+  readonly ordinal: number
+  callId: string
+  name: string
+  args: string
+  open: boolean
+}
+
+type Item = MessageItem | ReasoningItem | CallItem
+
+const usageOf = (usage: Option.Option<Generation.Usage>) =>
+  Option.match(usage, {
+    onNone: () => null,
+    onSome: (u) => ({
+      input_tokens: u.inputTokens,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: u.outputTokens,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: u.inputTokens + u.outputTokens
+    })
+  })
+
+const itemJson = (item: Item): Wire.Json => {
+  const status = item.open ? "in_progress" : "completed"
+  switch (item.type) {
+    case "message":
+      return {
+        id: item.id,
+        type: "message",
+        status,
+        content: item.open && item.text.length === 0 ? [] : [outputText(item.text)],
+        role: "assistant"
+      }
+    case "reasoning":
+      return {
+        id: item.id,
+        type: "reasoning",
+        summary: (item.summary ?? (item.text.length > 0 ? [item.text] : [])).map(summaryText),
+        ...(item.encrypted !== undefined ? { encrypted_content: item.encrypted } : {})
+      }
+    case "function_call":
+      return { id: item.id, type: "function_call", status, arguments: item.args, call_id: item.callId, name: item.name }
+  }
+}
+
+const outputText = (text: string) => ({ type: "output_text", annotations: [], logprobs: [], text })
+const summaryText = (text: string) => ({ type: "summary_text", text })
+
+/** OpenAI's error `type` for a failure named in another protocol's terms. */
+const errorType = (type: string): string => {
+  switch (type) {
+    case "api_error":
+    case "overloaded_error":
+      return "server_error"
+    case "rate_limit_error":
+      return "rate_limit_exceeded"
+    case "authentication_error":
+      return "invalid_request_error"
+    default:
+      return type
+  }
+}
+
+/** A failed response's `error.code`: the provider's code, or one of the API's codes for the kind of failure. */
+const failedCode = (failure: Downstream.Failure): string =>
+  failure.code ?? (failure.status === 429 ? "rate_limit_exceeded" : "server_error")
+
+type Status = "in_progress" | "completed" | "incomplete" | "failed"
+
+const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
+  readonly fill: (reply: Generation.Reply) => string
+  readonly response: (status: Status, reply?: Generation.Reply, failure?: Downstream.Failure) => Wire.Json
+} => {
+  const suffix = Wire.suffixOf(context.id)
+  let sequence = 0
+  let counter = 0
+  /** The items of the attempt being shown, in output order. */
+  let items: Array<Item> = []
+  /** Output indices go on across a rollback: a discarded attempt's items keep theirs. */
+  let nextIndex = 0
+
+  const emit = (type: string, data: Wire.Json): string =>
+    Wire.frame(type, { type, sequence_number: sequence++, ...data })
+
+  const open = (): Item | undefined => items.find((item) => item.open && item.type !== "function_call")
+
+  const closeMessage = (item: MessageItem): string => {
+    item.open = false
+    const at = { item_id: item.id, output_index: item.index, content_index: 0 }
+    return emit("response.output_text.done", { ...at, text: item.text, logprobs: [] }) +
+      emit("response.content_part.done", { ...at, part: outputText(item.text) }) +
+      emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
+  }
+
+  const closeReasoning = (item: ReasoningItem): string => {
+    item.open = false
+    const at = { item_id: item.id, output_index: item.index, summary_index: 0 }
+    const streamed = item.text.length > 0
+      ? emit("response.reasoning_summary_text.done", { ...at, text: item.text }) +
+        emit("response.reasoning_summary_part.done", { ...at, part: summaryText(item.text) })
+      : ""
+    return streamed + emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
+  }
+
+  /** Closes the open message or reasoning item. */
+  const closeOpen = (): string => {
+    const item = open()
+    if (item === undefined) return ""
+    return item.type === "message" ? closeMessage(item) : closeReasoning(item as ReasoningItem)
+  }
+
+  const addItem = (item: Item): string => {
+    items.push(item)
+    return emit("response.output_item.added", { output_index: item.index, item: itemJson(item) })
+  }
+
+  const text = (delta: string): string => {
+    let out = ""
+    let item = open()
+    if (item?.type !== "message") {
+      out += closeOpen()
+      item = { type: "message", id: `msg_${suffix}_${counter++}`, index: nextIndex++, text: "", open: true }
+      out += addItem(item)
+      out += emit("response.content_part.added", {
+        item_id: item.id,
+        output_index: item.index,
+        content_index: 0,
+        part: outputText("")
+      })
+    }
+    item.text += delta
+    return out + emit("response.output_text.delta", {
+      item_id: item.id,
+      output_index: item.index,
+      content_index: 0,
+      delta,
+      logprobs: []
+    })
+  }
+
+  const reasoningItem = (): { out: string; item: ReasoningItem } => {
+    const current = open()
+    if (current?.type === "reasoning") return { out: "", item: current }
+    const out = closeOpen()
+    const item: ReasoningItem = {
+      type: "reasoning",
+      id: `rs_${suffix}_${counter++}`,
+      index: nextIndex++,
+      text: "",
+      encrypted: undefined,
+      summary: undefined,
+      open: true
+    }
+    return { out: out + addItem(item), item }
+  }
+
+  const reasoning = (delta: string): string => {
+    const { item, out } = reasoningItem()
+    const at = { item_id: item.id, output_index: item.index, summary_index: 0 }
+    const part = item.text.length === 0 ? emit("response.reasoning_summary_part.added", { ...at, part: summaryText("") }) : ""
+    item.text += delta
+    return out + part + emit("response.reasoning_summary_text.delta", { ...at, delta })
+  }
+
+  const reasoningComplete = (part: Message.ReasoningPart): string => {
+    const current = open()
+    // another protocol's part (an Anthropic signature) means nothing to a Responses client: its text was shown
+    if (part.kind !== "reasoning") return current?.type === "reasoning" ? closeReasoning(current) : ""
+    const { item, out } = reasoningItem()
+    // the item as the upstream issued it: a client sends it back with its id and encrypted content
+    item.id = part.id
+    item.summary = part.summary
+    item.encrypted = part.encryptedContent
+    return out + closeReasoning(item)
+  }
+
+  const callItem = (ordinal: number, id: string | undefined, name: string | undefined): { out: string; item: CallItem } => {
+    const found = items.find((item): item is CallItem =>
+      item.type === "function_call" && item.open && item.ordinal === ordinal
+    )
+    if (found !== undefined) return { out: "", item: found }
+    const n = counter++
+    const item: CallItem = {
+      type: "function_call",
+      id: `fc_${suffix}_${n}`,
+      index: nextIndex++,
+      ordinal,
+      callId: id ?? `call_${suffix}_${n}`,
+      name: name ?? "",
+      args: "",
+      open: true
+    }
+    return { out: closeOpen() + addItem(item), item }
+  }
+
+  const toolDelta = (event: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>): string => {
+    const { item, out } = callItem(event.index, event.id, event.name)
+    if (event.argumentsDelta.length === 0) return out
+    item.args += event.argumentsDelta
+    return out + emit("response.function_call_arguments.delta", {
+      item_id: item.id,
+      output_index: item.index,
+      delta: event.argumentsDelta
+    })
+  }
+
+  const toolComplete = (call: Message.ToolCall): string => {
+    const calls = items.filter((item): item is CallItem => item.type === "function_call" && item.open)
+    let out = ""
+    let item = calls.find((c) => c.callId === call.id) ?? calls[0]
+    if (item === undefined) {
+      const made = callItem(-1 - counter, call.id, call.name)
+      out += made.out
+      item = made.item
+    }
+    item.callId = call.id
+    item.name = call.name
+    item.args = JSON.stringify(call.arguments ?? {})
+    item.open = false
+    return out +
+      emit("response.function_call_arguments.done", { item_id: item.id, output_index: item.index, arguments: item.args }) +
+      emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
+  }
+
+  const delta = (event: Generation.GenerationEvent): string => {
+    switch (event._tag) {
+      case "TextDelta":
+        return event.text.length > 0 ? text(event.text) : ""
+      case "ReasoningDelta":
+        return event.text.length > 0 ? reasoning(event.text) : ""
+      case "ReasoningComplete":
+        return reasoningComplete(event.part)
+      case "ToolCallDelta":
+        return toolDelta(event)
+      case "ToolCallComplete":
+        return toolComplete(event.call)
+      case "Usage":
+      case "Finish":
+        return ""
+    }
+  }
+
+  /** What of the reply the deltas did not write: all of it when they wrote nothing. */
+  const fill = (reply: Generation.Reply): string => {
+    let out = ""
+    if (items.length === 0) {
+      const parts = (reply.reasoningParts ?? []).filter((part) => part.kind === "reasoning")
+      if (parts.length > 0) for (const part of parts) out += reasoningComplete(part)
+      else if (reply.reasoning.length > 0) out += reasoning(reply.reasoning) + closeOpen()
+    }
+    const written = items.reduce((s, item) => (item.type === "message" ? s + item.text : s), "")
+    if (reply.text.startsWith(written) && reply.text.length > written.length) {
+      out += text(reply.text.slice(written.length))
+    }
+    const done = new Set(items.flatMap((item) => item.type === "function_call" && !item.open ? [item.callId] : []))
+    for (const call of reply.toolCalls) if (!done.has(call.id)) out += toolComplete(call)
+    return out + closeOpen()
+  }
+
+  const response = (status: Status, reply?: Generation.Reply, failure?: Downstream.Failure): Wire.Json => {
+    const incomplete = status === "incomplete" && reply !== undefined
+      ? {
+        reason: reply.providerFinishReason === "max_output_tokens" || reply.providerFinishReason === "content_filter"
+          ? reply.providerFinishReason
+          : reply.finishReason === "content_filter"
+          ? "content_filter"
+          : "max_output_tokens"
+      }
+      : null
+    return {
+      id: context.id,
+      object: "response",
+      created_at: context.created,
+      status,
+      background: false,
+      error: failure === undefined ? null : { code: failedCode(failure), message: failure.message },
+      incomplete_details: incomplete,
+      model: reply?.model ?? context.model,
+      output: items.map(itemJson),
+      parallel_tool_calls: true,
+      previous_response_id: null,
+      store: false,
+      usage: reply === undefined ? null : usageOf(reply.usage),
+      metadata: {}
+    }
+  }
+
+  const statusOf = (reply: Generation.Reply): Status =>
+    reply.finishReason === "length" || reply.finishReason === "content_filter" ? "incomplete" : "completed"
+
+  return {
+    open: () =>
+      emit("response.created", { response: response("in_progress") }) +
+      emit("response.in_progress", { response: response("in_progress") }),
+    delta,
+    rollback: () => {
+      items = []
+      return ""
+    },
+    terminal: (reply) => {
+      const out = fill(reply)
+      const status = statusOf(reply)
+      return out + emit(`response.${status}`, { response: response(status, reply) })
+    },
+    failure: (failure) => {
+      const type = errorType(failure.type)
+      const code = failure.code ?? type
+      return emit("error", {
+        code,
+        message: failure.message,
+        param: null,
+        error: { type, code, message: failure.message, param: null }
+      }) + emit("response.failed", { response: response("failed", undefined, failure) })
+    },
+    fill,
+    response: (status, reply, failure) => response(status, reply, failure)
+  }
+}
+
+/**
+ * The Responses codec.
+ *
+ * @internal
+ */
+export const codec: Downstream.Codec = {
+  protocol: "openai-responses",
+  decode: (body) => Wire.decodeWith(() => decodeBody(body)),
+  encoder: makeEncoder,
+  open: (context) => makeEncoder(context).open(),
+  delta: (context, event) => makeEncoder(context).delta(event),
+  terminal: (context, reply) => makeEncoder(context).terminal(reply),
+  failure: (context, failure) => makeEncoder(context).failure(failure),
+  body: (context, reply) => {
+    const encoder = makeEncoder(context)
+    encoder.fill(reply)
+    return encoder.response(
+      reply.finishReason === "length" || reply.finishReason === "content_filter" ? "incomplete" : "completed",
+      reply
+    )
+  },
+  errorBody: (failure) => {
+    const type = errorType(failure.type)
+    return { error: { message: failure.message, type, param: null, code: failure.code ?? null } }
+  }
+}
