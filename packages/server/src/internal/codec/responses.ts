@@ -404,7 +404,9 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
   const reasoning = (delta: string): string => {
     const { item, out } = reasoningItem()
     const at = { item_id: item.id, output_index: item.index, summary_index: 0 }
-    const part = item.text.length === 0 ? emit("response.reasoning_summary_part.added", { ...at, part: summaryText("") }) : ""
+    const part = item.text.length === 0
+      ? emit("response.reasoning_summary_part.added", { ...at, part: summaryText("") })
+      : ""
     item.text += delta
     return out + part + emit("response.reasoning_summary_text.delta", { ...at, delta })
   }
@@ -421,7 +423,11 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     return out + closeReasoning(item)
   }
 
-  const callItem = (ordinal: number, id: string | undefined, name: string | undefined): { out: string; item: CallItem } => {
+  const callItem = (
+    ordinal: number,
+    id: string | undefined,
+    name: string | undefined
+  ): { out: string; item: CallItem } => {
     const found = items.find((item): item is CallItem =>
       item.type === "function_call" && item.open && item.ordinal === ordinal
     )
@@ -465,7 +471,11 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     item.args = JSON.stringify(call.arguments ?? {})
     item.open = false
     return out +
-      emit("response.function_call_arguments.done", { item_id: item.id, output_index: item.index, arguments: item.args }) +
+      emit("response.function_call_arguments.done", {
+        item_id: item.id,
+        output_index: item.index,
+        arguments: item.args
+      }) +
       emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
   }
 
@@ -492,7 +502,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     let out = ""
     if (items.length === 0) {
       const parts = (reply.reasoningParts ?? []).filter((part) => part.kind === "reasoning")
-      if (parts.length > 0) for (const part of parts) out += reasoningComplete(part)
+      if (parts.length > 0) { for (const part of parts) out += reasoningComplete(part) }
       else if (reply.reasoning.length > 0) out += reasoning(reply.reasoning) + closeOpen()
     }
     const written = items.reduce((s, item) => (item.type === "message" ? s + item.text : s), "")

@@ -1,0 +1,526 @@
+/**
+ * The Anthropic Messages downstream (`POST /v1/messages`): a client's request decoded into a `GenerationRequest`, and
+ * the reply written back as Messages events or as a message object, as `@anthropic-ai/sdk` reads them.
+ *
+ * Decoded: `model`, `max_tokens` (required, as the API requires it), `system` as a string or `text` blocks (joined by
+ * a blank line), `messages` of role `user` (string content, `text` blocks — one user message each — and `tool_result`
+ * blocks with string or `text` block content and `is_error`) and `assistant` (`text`, `tool_use`, and `thinking`
+ * blocks with a signature or `redacted_thinking` blocks, which go back upstream with the turn; a `thinking` block
+ * without a signature is dropped), `tools` (custom tools: `name`, `description`, `input_schema`), `tool_choice`
+ * (`auto`, `any`, `none`, `{type: "tool", name}`), `output_config.format` / `output_format` (`json_schema`) and
+ * `stream`.
+ *
+ * Refused with a 400: image, document and other content blocks the relay does not carry, server tools (`web_search`,
+ * `bash`, `code_execution`, … — a tool with a `type` other than `custom`), and a `tool_result` whose content holds
+ * anything but text. Ignored: `temperature`, `top_p`, `top_k`, `stop_sequences`, `thinking`, `metadata`,
+ * `service_tier`, `cache_control` marks and `disable_parallel_tool_use`.
+ *
+ * A stream is `message_start` (`open`, with the message id and the requested model, and zero usage); then content
+ * blocks as the API writes them (`content_block_start`, `content_block_delta` with `text_delta`, `thinking_delta` and
+ * `signature_delta`, or `input_json_delta`, `content_block_stop`); then `message_delta` (the `stop_reason` and the
+ * usage, input tokens included) and `message_stop`. A failure is `event: error` with
+ * `{"type": "error", "error": {"type", "message"}}`, which the SDK throws.
+ *
+ * @internal
+ */
+import type * as Generation from "@reprise/core/Generation"
+import type * as Message from "@reprise/core/Message"
+import * as Option from "effect/Option"
+import type * as Downstream from "../downstream.js"
+import * as Wire from "./wire.js"
+
+const { refuse } = Wire
+
+// ---------------------------------------------------------------------------------------------------------------
+// decode
+
+/** The text of a `system` or a `tool_result` content: a string, or its `text` blocks. */
+const blocksText = (u: unknown, param: string, separator: string): string => {
+  if (typeof u === "string") return u
+  return Wire.array(u, param).map((b, j) => {
+    const block = Wire.object(b, `${param}[${j}]`)
+    if (block.type !== "text") {
+      return refuse(
+        `${param}[${j}]`,
+        `'${param}[${j}]': blocks of type ${JSON.stringify(block.type)} are not supported`
+      )
+    }
+    return Wire.string(block.text, `${param}[${j}].text`)
+  }).join(separator)
+}
+
+const decodeMessages = (u: unknown): Array<Message.Message> => {
+  const turns = Wire.array(u, "messages")
+  if (turns.length === 0) refuse("messages", "'messages' must hold at least one message")
+  const messages: Array<Message.Message> = []
+  const names = new Map<string, string>()
+  turns.forEach((t, i) => {
+    const param = `messages[${i}]`
+    const turn = Wire.object(t, param)
+    const content: ReadonlyArray<unknown> = typeof turn.content === "string"
+      ? [{ type: "text", text: turn.content }]
+      : Wire.array(turn.content, `${param}.content`)
+    if (turn.role === "user") {
+      content.forEach((b, j) => {
+        const at = `${param}.content[${j}]`
+        const block = Wire.object(b, at)
+        switch (block.type) {
+          case "text":
+            messages.push({ role: "user", text: Wire.string(block.text, `${at}.text`) })
+            return
+          case "tool_result": {
+            const id = Wire.string(block.tool_use_id, `${at}.tool_use_id`)
+            messages.push({
+              role: "tool",
+              toolCallId: id,
+              name: names.get(id) ?? "",
+              content: block.content === undefined || block.content === null
+                ? ""
+                : blocksText(block.content, `${at}.content`, "\n\n"),
+              isError: Wire.optionalBoolean(block.is_error, `${at}.is_error`) ?? false
+            })
+            return
+          }
+          default:
+            refuse(at, `'${at}': blocks of type ${JSON.stringify(block.type)} are not supported by the relay`)
+        }
+      })
+      return
+    }
+    if (turn.role !== "assistant") return refuse(`${param}.role`, `'${param}.role' must be user or assistant`)
+    let text = ""
+    const toolCalls: Array<Message.ToolCall> = []
+    const reasoning: Array<Message.ReasoningPart> = []
+    content.forEach((b, j) => {
+      const at = `${param}.content[${j}]`
+      const block = Wire.object(b, at)
+      switch (block.type) {
+        case "text":
+          text += Wire.string(block.text, `${at}.text`)
+          return
+        case "tool_use": {
+          const id = Wire.string(block.id, `${at}.id`)
+          const name = Wire.string(block.name, `${at}.name`)
+          names.set(id, name)
+          toolCalls.push({ id, name, arguments: block.input === undefined ? {} : block.input })
+          return
+        }
+        case "thinking": {
+          const signature = Wire.optionalString(block.signature, `${at}.signature`) ?? ""
+          const thinking = Wire.string(block.thinking, `${at}.thinking`)
+          // a block without a signature cannot be verified upstream
+          if (signature.length > 0) {
+            reasoning.push({ protocol: "anthropic", kind: "thinking", text: thinking, signature })
+          }
+          return
+        }
+        case "redacted_thinking":
+          reasoning.push({ protocol: "anthropic", kind: "redacted", data: Wire.string(block.data, `${at}.data`) })
+          return
+        default:
+          refuse(at, `'${at}': blocks of type ${JSON.stringify(block.type)} are not supported by the relay`)
+      }
+    })
+    messages.push(
+      reasoning.length > 0 ? { role: "assistant", text, toolCalls, reasoning } : { role: "assistant", text, toolCalls }
+    )
+  })
+  return messages
+}
+
+const decodeTools = (u: unknown): Array<Generation.ToolDefinition> =>
+  Wire.array(u, "tools").map((t, i) => {
+    const tool = Wire.object(t, `tools[${i}]`)
+    if (tool.type !== undefined && tool.type !== null && tool.type !== "custom") {
+      return refuse(`tools[${i}].type`, `'tools[${i}]': server tools (${JSON.stringify(tool.type)}) are not supported`)
+    }
+    return {
+      name: Wire.string(tool.name, `tools[${i}].name`),
+      description: Wire.optionalString(tool.description, `tools[${i}].description`) ?? "",
+      parameters: Wire.schemaObject(tool.input_schema, `tools[${i}].input_schema`) ?? Wire.anyObject
+    }
+  })
+
+const decodeToolChoice = (u: unknown): Generation.ToolChoice => {
+  const choice = Wire.object(u, "tool_choice")
+  switch (choice.type) {
+    case "auto":
+    case "none":
+      return choice.type
+    case "any":
+      return "required"
+    case "tool":
+      return { tool: Wire.string(choice.name, "tool_choice.name") }
+    default:
+      return refuse("tool_choice.type", `'tool_choice.type' must be auto, any, none or tool`)
+  }
+}
+
+const decodeFormat = (u: unknown, param: string): Generation.ResponseFormat => {
+  const format = Wire.object(u, param)
+  if (format.type !== "json_schema") return refuse(`${param}.type`, `'${param}.type' must be json_schema`)
+  return { type: "json", name: "output", schema: Wire.object(format.schema, `${param}.schema`) }
+}
+
+const decodeBody = (u: unknown): Downstream.Decoded => {
+  const body = Wire.object(u, "body")
+  const model = Wire.string(body.model, "model")
+  if (body.max_tokens === undefined || body.max_tokens === null) refuse("max_tokens", "'max_tokens' is required")
+  const maxTokens = Wire.positiveInteger(body.max_tokens, "max_tokens")
+  const messages = decodeMessages(body.messages)
+  const system = body.system === undefined || body.system === null
+    ? undefined
+    : blocksText(body.system, "system", "\n\n")
+  const tools = body.tools === undefined || body.tools === null ? [] : decodeTools(body.tools)
+  const toolChoice = body.tool_choice === undefined || body.tool_choice === null
+    ? undefined
+    : decodeToolChoice(body.tool_choice)
+  const config = body.output_config === undefined || body.output_config === null
+    ? undefined
+    : Wire.object(body.output_config, "output_config")
+  const responseFormat = config?.format !== undefined && config.format !== null
+    ? decodeFormat(config.format, "output_config.format")
+    : body.output_format !== undefined && body.output_format !== null
+    ? decodeFormat(body.output_format, "output_format")
+    : undefined
+  const request: Generation.GenerationRequest = {
+    model,
+    messages,
+    maxTokens,
+    ...(system !== undefined && system.length > 0 ? { system } : {}),
+    ...(tools.length > 0 ? { tools } : {}),
+    ...(toolChoice !== undefined ? { toolChoice } : {}),
+    ...(responseFormat !== undefined ? { responseFormat } : {})
+  }
+  return { request, stream: Wire.optionalBoolean(body.stream, "stream") === true }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// encode
+
+type Block =
+  | { readonly type: "text"; readonly index: number; text: string; open: boolean }
+  | { readonly type: "thinking"; readonly index: number; text: string; signature: string; open: boolean }
+  | { readonly type: "redacted_thinking"; readonly index: number; readonly data: string; open: boolean }
+  | {
+    readonly type: "tool_use"
+    readonly index: number
+    /** The `ToolCallDelta` index it shows, in its attempt. */
+    readonly ordinal: number
+    id: string
+    name: string
+    json: string
+    input: unknown
+    open: boolean
+  }
+
+const stopReasons: ReadonlySet<string> = new Set([
+  "end_turn",
+  "max_tokens",
+  "stop_sequence",
+  "tool_use",
+  "pause_turn",
+  "refusal",
+  "model_context_window_exceeded"
+])
+
+/** The reply's `stop_reason`: the provider's own when it is a Messages one, else the normalised reason's. */
+const stopReason = (reply: Generation.Reply): string => {
+  if (stopReasons.has(reply.providerFinishReason)) return reply.providerFinishReason
+  switch (reply.finishReason) {
+    case "tool_calls":
+      return "tool_use"
+    case "length":
+      return "max_tokens"
+    case "content_filter":
+      return "refusal"
+    default:
+      return reply.toolCalls.length > 0 ? "tool_use" : "end_turn"
+  }
+}
+
+/** Anthropic's error `type` for a failure named in another protocol's terms. */
+const errorType = (failure: Downstream.Failure): string => {
+  switch (failure.type) {
+    case "server_error":
+      return "api_error"
+    case "rate_limit_exceeded":
+    case "requests":
+    case "tokens":
+      return "rate_limit_error"
+    case "insufficient_quota":
+      return "permission_error"
+    default:
+      return failure.type
+  }
+}
+
+const blockJson = (block: Block): Wire.Json => {
+  switch (block.type) {
+    case "text":
+      return { type: "text", text: block.text }
+    case "thinking":
+      return { type: "thinking", thinking: block.text, signature: block.signature }
+    case "redacted_thinking":
+      return { type: "redacted_thinking", data: block.data }
+    case "tool_use":
+      return { type: "tool_use", id: block.id, name: block.name, input: block.input }
+  }
+}
+
+const usageJson = (usage: Option.Option<Generation.Usage>) =>
+  Option.match(usage, {
+    onNone: () => ({ input_tokens: 0, output_tokens: 0 }),
+    onSome: (u) => ({ input_tokens: u.inputTokens, output_tokens: u.outputTokens })
+  })
+
+const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
+  readonly fill: (reply: Generation.Reply) => string
+  readonly message: (reply: Generation.Reply) => Wire.Json
+} => {
+  const suffix = Wire.suffixOf(context.id)
+  /** The blocks of the attempt being shown. */
+  let blocks: Array<Block> = []
+  /** Block indices go on across a rollback: the client keeps a discarded attempt's blocks at theirs. */
+  let nextIndex = 0
+  let counter = 0
+
+  const emit = (type: string, data: Wire.Json): string => Wire.frame(type, { type, ...data })
+
+  const close = (block: Block): string => {
+    block.open = false
+    if (block.type === "tool_use" && block.json.length > 0) {
+      try {
+        block.input = JSON.parse(block.json)
+      } catch {
+        // the complete call, when it comes, says what the input is
+      }
+    }
+    return emit("content_block_stop", { index: block.index })
+  }
+
+  /** Closes the open text or thinking block (a tool call's block stays open until its call is complete). */
+  const closeOpen = (except?: Block["type"]): string => {
+    const block = blocks.find((b) => b.open && b.type !== "tool_use" && b.type !== except)
+    return block === undefined ? "" : close(block)
+  }
+
+  const start = (block: Block): string => {
+    blocks.push(block)
+    const shown = block.type === "text"
+      ? { type: "text", text: "" }
+      : block.type === "thinking"
+      ? { type: "thinking", thinking: "", signature: "" }
+      : block.type === "tool_use"
+      ? { type: "tool_use", id: block.id, name: block.name, input: {} }
+      : blockJson(block)
+    return emit("content_block_start", { index: block.index, content_block: shown })
+  }
+
+  const text = (delta: string): string => {
+    let out = ""
+    let block = blocks.find((b) => b.open && b.type === "text")
+    if (block === undefined || block.type !== "text") {
+      out += closeOpen()
+      block = { type: "text", index: nextIndex++, text: "", open: true }
+      out += start(block)
+    }
+    block.text += delta
+    return out + emit("content_block_delta", { index: block.index, delta: { type: "text_delta", text: delta } })
+  }
+
+  const thinkingBlock = () => {
+    const found = blocks.find((b) => b.open && b.type === "thinking")
+    if (found !== undefined && found.type === "thinking") return { out: "", block: found }
+    const block = { type: "thinking" as const, index: nextIndex++, text: "", signature: "", open: true }
+    return { out: closeOpen() + start(block), block }
+  }
+
+  const thinking = (delta: string): string => {
+    const { block, out } = thinkingBlock()
+    block.text += delta
+    return out + emit("content_block_delta", { index: block.index, delta: { type: "thinking_delta", thinking: delta } })
+  }
+
+  const reasoningComplete = (part: Message.ReasoningPart): string => {
+    if (part.protocol !== "anthropic") {
+      // another protocol's reasoning means nothing to a Messages client: its text was shown, unsigned
+      return closeOpen("text")
+    }
+    if (part.kind === "redacted") {
+      const block = { type: "redacted_thinking" as const, index: nextIndex++, data: part.data, open: true }
+      return closeOpen() + start(block) + close(block)
+    }
+    const { block, out } = thinkingBlock()
+    let rest = ""
+    // the part's text is the block's: what the deltas did not show comes first
+    if (part.text.startsWith(block.text) && part.text.length > block.text.length) {
+      rest = emit("content_block_delta", {
+        index: block.index,
+        delta: { type: "thinking_delta", thinking: part.text.slice(block.text.length) }
+      })
+      block.text = part.text
+    }
+    block.signature = part.signature
+    return out + rest +
+      emit("content_block_delta", {
+        index: block.index,
+        delta: { type: "signature_delta", signature: part.signature }
+      }) +
+      close(block)
+  }
+
+  const toolBlock = (ordinal: number, id: string | undefined, name: string | undefined) => {
+    const found = blocks.find((b) => b.open && b.type === "tool_use" && b.ordinal === ordinal)
+    if (found !== undefined && found.type === "tool_use") return { out: "", block: found }
+    const n = counter++
+    const block = {
+      type: "tool_use" as const,
+      index: nextIndex++,
+      ordinal,
+      id: id ?? `toolu_${suffix}_${n}`,
+      name: name ?? "",
+      json: "",
+      input: {} as unknown,
+      open: true
+    }
+    return { out: closeOpen() + start(block), block }
+  }
+
+  const toolDelta = (event: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>): string => {
+    const { block, out } = toolBlock(event.index, event.id, event.name)
+    if (event.argumentsDelta.length === 0) return out
+    block.json += event.argumentsDelta
+    return out +
+      emit("content_block_delta", {
+        index: block.index,
+        delta: { type: "input_json_delta", partial_json: event.argumentsDelta }
+      })
+  }
+
+  const toolComplete = (call: Message.ToolCall): string => {
+    const open = blocks.filter((b): b is Extract<Block, { type: "tool_use" }> => b.open && b.type === "tool_use")
+    let out = ""
+    let block = open.find((b) => b.id === call.id) ?? open[0]
+    if (block === undefined) {
+      const made = toolBlock(-1 - counter, call.id, call.name)
+      out += made.out
+      block = made.block
+    }
+    // a call shown without its arguments gets them whole, as one delta
+    const json = JSON.stringify(call.arguments ?? {})
+    if (block.json.length === 0) {
+      out += emit("content_block_delta", {
+        index: block.index,
+        delta: { type: "input_json_delta", partial_json: json }
+      })
+      block.json = json
+    }
+    out += close(block)
+    block.id = call.id
+    block.name = call.name
+    block.input = call.arguments ?? {}
+    return out
+  }
+
+  const delta = (event: Generation.GenerationEvent): string => {
+    switch (event._tag) {
+      case "TextDelta":
+        return event.text.length > 0 ? text(event.text) : ""
+      case "ReasoningDelta":
+        return event.text.length > 0 ? thinking(event.text) : ""
+      case "ReasoningComplete":
+        return reasoningComplete(event.part)
+      case "ToolCallDelta":
+        return toolDelta(event)
+      case "ToolCallComplete":
+        return toolComplete(event.call)
+      case "Usage":
+      case "Finish":
+        return ""
+    }
+  }
+
+  /** What of the reply the deltas did not write: all of it when they wrote nothing. */
+  const fill = (reply: Generation.Reply): string => {
+    let out = ""
+    if (blocks.length === 0) {
+      const parts = (reply.reasoningParts ?? []).filter((part) => part.protocol === "anthropic")
+      if (parts.length > 0) { for (const part of parts) out += reasoningComplete(part) }
+      else if (reply.reasoning.length > 0) out += thinking(reply.reasoning) + closeOpen()
+    }
+    const written = blocks.reduce((s, b) => (b.type === "text" ? s + b.text : s), "")
+    if (reply.text.startsWith(written) && reply.text.length > written.length) {
+      out += text(reply.text.slice(written.length))
+    }
+    const done = new Set(blocks.flatMap((b) => (b.type === "tool_use" && !b.open ? [b.id] : [])))
+    for (const call of reply.toolCalls) if (!done.has(call.id)) out += toolComplete(call)
+    for (const block of blocks) if (block.open) out += close(block)
+    return out
+  }
+
+  const message = (reply: Generation.Reply): Wire.Json => ({
+    id: context.id,
+    type: "message",
+    role: "assistant",
+    model: reply.model ?? context.model,
+    content: blocks.map(blockJson),
+    stop_reason: stopReason(reply),
+    stop_sequence: null,
+    usage: usageJson(reply.usage)
+  })
+
+  return {
+    open: () =>
+      emit("message_start", {
+        message: {
+          id: context.id,
+          type: "message",
+          role: "assistant",
+          model: context.model,
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 0, output_tokens: 0 }
+        }
+      }),
+    delta,
+    rollback: () => {
+      let out = ""
+      for (const block of blocks) if (block.open) out += close(block)
+      blocks = []
+      return out
+    },
+    terminal: (reply) =>
+      fill(reply) +
+      emit("message_delta", {
+        delta: { stop_reason: stopReason(reply), stop_sequence: null },
+        usage: usageJson(reply.usage)
+      }) +
+      emit("message_stop", {}),
+    failure: (failure) => emit("error", { error: { type: errorType(failure), message: failure.message } }),
+    fill,
+    message
+  }
+}
+
+/**
+ * The Anthropic Messages codec.
+ *
+ * @internal
+ */
+export const codec: Downstream.Codec = {
+  protocol: "anthropic",
+  decode: (body) => Wire.decodeWith(() => decodeBody(body)),
+  encoder: makeEncoder,
+  open: (context) => makeEncoder(context).open(),
+  delta: (context, event) => makeEncoder(context).delta(event),
+  terminal: (context, reply) => makeEncoder(context).terminal(reply),
+  failure: (context, failure) => makeEncoder(context).failure(failure),
+  body: (context, reply) => {
+    const encoder = makeEncoder(context)
+    encoder.fill(reply)
+    return encoder.message(reply)
+  },
+  errorBody: (failure) => ({ type: "error", error: { type: errorType(failure), message: failure.message } })
+}
