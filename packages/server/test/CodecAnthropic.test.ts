@@ -7,6 +7,7 @@ import Anthropic from "@anthropic-ai/sdk"
 import { HttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import * as Generation from "@reprise/core/Generation"
+import * as TransportError from "@reprise/core/TransportError"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
 import { Effect, Either, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
@@ -340,7 +341,12 @@ describe("Anthropic codec: reprise's own Messages decoder reads it back", () => 
     Effect.gen(function*() {
       const frames = streamed(codec, context, [], { status: 529, type: "overloaded_error", message: "busy" })
       const { result } = yield* decodeWith(yield* provider(frames), request)
-      assert.isTrue(Either.isLeft(result))
+      // a relay behind a relay: the in-band error is a transient provider error, retried there
+      assert.isTrue(Either.isLeft(result) && TransportError.isTransportError(result.left))
+      const error = (result as Either.Left<TransportError.TransportError, void>).left
+      assert.strictEqual(error.reason, "ProviderError")
+      assert.strictEqual(error.providerCode, "overloaded_error")
+      assert.strictEqual(error.detail, "busy")
     }))
 
   for (const file of ["text.sse", "tool-use.sse", "text-and-tool-use.sse", "fallback.sse"]) {
@@ -370,4 +376,36 @@ describe("Anthropic codec: reprise's own Messages decoder reads it back", () => 
         )
       }))
   }
+})
+
+describe("Anthropic codec: the reset mode", () => {
+  const resetFrame = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
+  const committed = reply({ text: "Hello", toolCalls: [call], providerFinishReason: "tool_use" })
+  const frames = () => {
+    const encoder = codec.encoder!(context)
+    let out = encoder.open() + resetFrame("reprise.attempt", { attempt: 1, maxAttempts: 3 })
+    out += encoder.delta(Generation.TextDelta({ text: "Hel" }))
+    out += encoder.delta(
+      Generation.ToolCallDelta({ index: 0, id: "toolu_0", name: "get_weather", argumentsDelta: "{\"ci" })
+    )
+    out += resetFrame("reprise.rollback", { attempt: 1, discardedChars: 3, discardedToolCalls: 1, reason: "HTTP 529" })
+    out += encoder.rollback()
+    out += resetFrame("reprise.attempt", { attempt: 2, maxAttempts: 3 })
+    out += encoder.delta(Generation.TextDelta({ text: "Hello" }))
+    out += encoder.delta(Generation.ToolCallDelta({ index: 0, id: "toolu_1", name: "get_weather", argumentsDelta: "" }))
+    out += encoder.delta(Generation.ToolCallComplete({ call }))
+    out += resetFrame("reprise.commit", { attempt: 2, attempts: 2 })
+    return out + encoder.terminal(committed)
+  }
+
+  it("the discarded attempt's blocks are closed, and the next attempt's content goes to new blocks", async () => {
+    const message = await sdk(frames()).client.messages.stream(params).finalMessage()
+    // the SDK keeps every block it was sent: a reset-aware client drops those started before the rollback
+    assert.deepStrictEqual(message.content.slice(2), [
+      { type: "text", text: "Hello" },
+      { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }
+    ] as never)
+    assert.deepStrictEqual(message.content[0], { type: "text", text: "Hel" } as never)
+    assert.strictEqual(message.stop_reason, "tool_use")
+  })
 })

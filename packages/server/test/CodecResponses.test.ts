@@ -6,6 +6,7 @@
 import { HttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import * as Generation from "@reprise/core/Generation"
+import * as TransportError from "@reprise/core/TransportError"
 import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import { Effect, Either, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
@@ -342,7 +343,12 @@ describe("Responses codec: reprise's own Responses decoder reads it back", () =>
     Effect.gen(function*() {
       const frames = streamed(codec, context, [], { status: 503, type: "overloaded_error", message: "busy" })
       const { result } = yield* decodeWith(yield* provider(frames), request)
-      assert.isTrue(Either.isLeft(result))
+      // a relay behind a relay: the in-band error is a transient provider error, retried there
+      assert.isTrue(Either.isLeft(result) && TransportError.isTransportError(result.left))
+      const error = (result as Either.Left<TransportError.TransportError, void>).left
+      assert.strictEqual(error.reason, "ProviderError")
+      assert.strictEqual(error.providerCode, "server_error")
+      assert.strictEqual(error.detail, "busy")
     }))
 
   // a recorded stream, decoded by the upstream provider, re-encoded, and decoded again: the same reply
@@ -370,4 +376,61 @@ describe("Responses codec: reprise's own Responses decoder reads it back", () =>
         )
       }))
   }
+})
+
+describe("Responses codec: the reset mode", () => {
+  // what the relay writes beside the protocol's events
+  const resetFrame = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
+  const committed = reply({ text: "Hello", toolCalls: [call], providerFinishReason: "completed" })
+  const frames = (withResetEvents: boolean) => {
+    const encoder = codec.encoder!(context)
+    let out = encoder.open()
+    if (withResetEvents) out += resetFrame("reprise.attempt", { attempt: 1, maxAttempts: 3 })
+    out += encoder.delta(Generation.TextDelta({ text: "Hel" }))
+    out += encoder.delta(
+      Generation.ToolCallDelta({ index: 0, id: "call_0", name: "get_weather", argumentsDelta: "{\"ci" })
+    )
+    if (withResetEvents) {
+      out += resetFrame("reprise.rollback", {
+        attempt: 1,
+        discardedChars: 3,
+        discardedToolCalls: 1,
+        reason: "HTTP 503"
+      })
+    }
+    out += encoder.rollback()
+    if (withResetEvents) out += resetFrame("reprise.attempt", { attempt: 2, maxAttempts: 3 })
+    out += encoder.delta(Generation.TextDelta({ text: "Hello" }))
+    out += encoder.delta(Generation.ToolCallDelta({ index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" }))
+    out += encoder.delta(Generation.ToolCallComplete({ call }))
+    if (withResetEvents) out += resetFrame("reprise.commit", { attempt: 2, attempts: 2 })
+    return out + encoder.terminal(committed)
+  }
+
+  it("the next attempt's items are new ones, and the completed response lists only the committed attempt's", async () => {
+    const { client } = sdk(frames(true))
+    const stream = await client.responses.create({ model: "gpt-test", input: "hi", stream: true })
+    const sequence: Array<number> = []
+    const indices: Array<number> = []
+    let completed: OpenAI.Responses.Response | undefined
+    for await (const event of stream) {
+      if (typeof event.sequence_number === "number") sequence.push(event.sequence_number)
+      if (event.type === "response.output_item.added") indices.push(event.output_index)
+      if (event.type === "response.completed") completed = event.response
+    }
+    assert.deepStrictEqual(sequence, sequence.map((_, i) => i))
+    assert.deepStrictEqual(indices, [0, 1, 2, 3])
+    assert.deepStrictEqual(
+      completed?.output.map((item) =>
+        item.type === "message" ? item.content : item.type === "function_call" ? item.call_id : item.type
+      ),
+      [[{ type: "output_text", annotations: [], logprobs: [], text: "Hello" }], "call_1"] as never
+    )
+  })
+
+  it("finalResponse() is the committed reply", async () => {
+    const final = await sdk(frames(false)).client.responses.stream({ model: "gpt-test", input: "hi" }).finalResponse()
+    assert.strictEqual(final.output_text, "Hello")
+    assert.strictEqual(final.output.length, 2)
+  })
 })
