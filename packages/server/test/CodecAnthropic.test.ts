@@ -9,6 +9,8 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Generation from "@reprise/core/Generation"
 import * as TransportError from "@reprise/core/TransportError"
 import * as AnthropicMessages from "@reprise/providers/AnthropicMessages"
+import * as OpenAiChat from "@reprise/providers/OpenAiChat"
+import * as OpenAiResponses from "@reprise/providers/OpenAiResponses"
 import { Effect, Either, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -408,4 +410,52 @@ describe("Anthropic codec: the reset mode", () => {
     assert.deepStrictEqual(message.content[0], { type: "text", text: "Hel" } as never)
     assert.strictEqual(message.stop_reason, "tool_use")
   })
+})
+
+describe("Anthropic codec: replies of every upstream protocol", () => {
+  const options = { apiKey: Redacted.make("sk-test"), baseUrl: "http://127.0.0.1:9" }
+  const upstreams = {
+    "openai-chat": OpenAiChat.make(options),
+    "openai-responses": OpenAiResponses.make(options),
+    anthropic: AnthropicMessages.make(options)
+  } as const
+  const request: Generation.GenerationRequest = { model: "m", messages: [{ role: "user", text: "hi" }] }
+  const cases: ReadonlyArray<readonly [keyof typeof upstreams, string]> = [
+    ["openai-chat", "openai-chat/parallel-tool-calls.sse"],
+    ["openai-chat", "openai-chat/tool-call.sse"],
+    ["openai-chat", "openai-chat/text.sse"],
+    ["openai-responses", "openai-responses/function-call.sse"],
+    ["anthropic", "anthropic/text-and-tool-use.sse"]
+  ]
+  for (const [protocol, file] of cases) {
+    it.effect(`${file} (${protocol}), relayed, reads back as the same reply`, () =>
+      Effect.gen(function*() {
+        const recorded = Fs.readFileSync(Path.resolve(__dirname, "../../../fixtures", file), "utf8")
+        const upstream = yield* Effect.provideService(upstreams[protocol], HttpClient.HttpClient, clientOf(recorded))
+        const first = yield* decodeWith(upstream, request)
+        assert.isTrue(Either.isRight(first.result))
+        const committed = replyOf(first.events)
+        const frames = streamed(codec, context, first.events, committed)
+        const downstream = yield* Effect.provideService(upstreams["anthropic"], HttpClient.HttpClient, clientOf(frames))
+        const second = yield* decodeWith(downstream, request)
+        assert.isTrue(Either.isRight(second.result))
+        const again = replyOf(second.events)
+        assert.strictEqual(again.text, committed.text)
+        assert.deepStrictEqual(again.toolCalls, committed.toolCalls)
+        assert.strictEqual(again.finishReason, committed.finishReason)
+        assert.deepStrictEqual(again.usage, committed.usage)
+        const { client } = sdk(frames)
+        const message = yield* Effect.promise(() => client.messages.stream(params).finalMessage())
+        assert.strictEqual(
+          message.content.flatMap((block) => block.type === "text" ? [block.text] : []).join(""),
+          committed.text
+        )
+        assert.deepStrictEqual(
+          message.content.flatMap((block) =>
+            block.type === "tool_use" ? [{ id: block.id, name: block.name, arguments: block.input }] : []
+          ),
+          committed.toolCalls as never
+        )
+      }))
+  }
 })

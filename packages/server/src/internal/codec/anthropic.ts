@@ -212,6 +212,8 @@ type Block =
     json: string
     input: unknown
     open: boolean
+    /** Its call is complete (`ToolCallComplete`). */
+    complete: boolean
   }
 
 const stopReasons: ReadonlySet<string> = new Set([
@@ -299,10 +301,16 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     return emit("content_block_stop", { index: block.index })
   }
 
-  /** Closes the open text or thinking block (a tool call's block stays open until its call is complete). */
-  const closeOpen = (except?: Block["type"]): string => {
-    const block = blocks.find((b) => b.open && b.type !== "tool_use" && b.type !== except)
-    return block === undefined ? "" : close(block)
+  /**
+   * Closes the open blocks before another starts, as the API writes one block at a time, but a block of type `keep`
+   * and a tool call's block that has no arguments yet: its complete call gives them.
+   */
+  const closeOpen = (keep?: Block["type"]): string => {
+    let out = ""
+    for (const b of blocks) {
+      if (b.open && b.type !== keep && !(b.type === "tool_use" && b.json.length === 0)) out += close(b)
+    }
+    return out
   }
 
   const start = (block: Block): string => {
@@ -371,7 +379,9 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
   }
 
   const toolBlock = (ordinal: number, id: string | undefined, name: string | undefined) => {
-    const found = blocks.find((b) => b.open && b.type === "tool_use" && b.ordinal === ordinal)
+    // a fragment of a call whose block was closed by another (fragments of parallel calls interleaved) still goes to
+    // its block
+    const found = blocks.find((b) => b.type === "tool_use" && !b.complete && b.ordinal === ordinal)
     if (found !== undefined && found.type === "tool_use") return { out: "", block: found }
     const n = counter++
     const block = {
@@ -382,7 +392,8 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
       name: name ?? "",
       json: "",
       input: {} as unknown,
-      open: true
+      open: true,
+      complete: false
     }
     return { out: closeOpen() + start(block), block }
   }
@@ -399,24 +410,25 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
   }
 
   const toolComplete = (call: Message.ToolCall): string => {
-    const open = blocks.filter((b): b is Extract<Block, { type: "tool_use" }> => b.open && b.type === "tool_use")
+    const calls = blocks.filter((b): b is Extract<Block, { type: "tool_use" }> => b.type === "tool_use" && !b.complete)
     let out = ""
-    let block = open.find((b) => b.id === call.id) ?? open[0]
+    let block = calls.find((b) => b.id === call.id) ?? calls[0]
     if (block === undefined) {
       const made = toolBlock(-1 - counter, call.id, call.name)
       out += made.out
       block = made.block
     }
+    block.complete = true
     // a call shown without its arguments gets them whole, as one delta
     const json = JSON.stringify(call.arguments ?? {})
-    if (block.json.length === 0) {
+    if (block.open && block.json.length === 0) {
       out += emit("content_block_delta", {
         index: block.index,
         delta: { type: "input_json_delta", partial_json: json }
       })
       block.json = json
     }
-    out += close(block)
+    if (block.open) out += close(block)
     block.id = call.id
     block.name = call.name
     block.input = call.arguments ?? {}
@@ -453,7 +465,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     if (reply.text.startsWith(written) && reply.text.length > written.length) {
       out += text(reply.text.slice(written.length))
     }
-    const done = new Set(blocks.flatMap((b) => (b.type === "tool_use" && !b.open ? [b.id] : [])))
+    const done = new Set(blocks.flatMap((b) => (b.type === "tool_use" && b.complete ? [b.id] : [])))
     for (const call of reply.toolCalls) if (!done.has(call.id)) out += toolComplete(call)
     for (const block of blocks) if (block.open) out += close(block)
     return out

@@ -251,6 +251,8 @@ interface CallItem {
   name: string
   args: string
   open: boolean
+  /** Its call is complete (`ToolCallComplete`): the item holds the call's arguments. */
+  complete: boolean
 }
 
 type Item = MessageItem | ReasoningItem | CallItem
@@ -329,7 +331,8 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
   const emit = (type: string, data: Wire.Json): string =>
     Wire.frame(type, { type, sequence_number: sequence++, ...data })
 
-  const open = (): Item | undefined => items.find((item) => item.open && item.type !== "function_call")
+  /** The item being written: one at a time, as the API writes them. */
+  const open = (): Item | undefined => items.find((item) => item.open)
 
   const closeMessage = (item: MessageItem): string => {
     item.open = false
@@ -349,11 +352,23 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     return streamed + emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
   }
 
-  /** Closes the open message or reasoning item. */
+  const closeCall = (item: CallItem): string => {
+    item.open = false
+    return emit("response.function_call_arguments.done", {
+      item_id: item.id,
+      output_index: item.index,
+      arguments: item.args
+    }) + emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
+  }
+
   const closeOpen = (): string => {
     const item = open()
     if (item === undefined) return ""
-    return item.type === "message" ? closeMessage(item) : closeReasoning(item as ReasoningItem)
+    return item.type === "message"
+      ? closeMessage(item)
+      : item.type === "reasoning"
+      ? closeReasoning(item)
+      : closeCall(item)
   }
 
   const addItem = (item: Item): string => {
@@ -428,8 +443,10 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     id: string | undefined,
     name: string | undefined
   ): { out: string; item: CallItem } => {
+    // a fragment of a call whose item was closed by another item (fragments of parallel calls interleaved) still
+    // goes to its item
     const found = items.find((item): item is CallItem =>
-      item.type === "function_call" && item.open && item.ordinal === ordinal
+      item.type === "function_call" && !item.complete && item.ordinal === ordinal
     )
     if (found !== undefined) return { out: "", item: found }
     const n = counter++
@@ -441,7 +458,8 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
       callId: id ?? `call_${suffix}_${n}`,
       name: name ?? "",
       args: "",
-      open: true
+      open: true,
+      complete: false
     }
     return { out: closeOpen() + addItem(item), item }
   }
@@ -458,7 +476,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
   }
 
   const toolComplete = (call: Message.ToolCall): string => {
-    const calls = items.filter((item): item is CallItem => item.type === "function_call" && item.open)
+    const calls = items.filter((item): item is CallItem => item.type === "function_call" && !item.complete)
     let out = ""
     let item = calls.find((c) => c.callId === call.id) ?? calls[0]
     if (item === undefined) {
@@ -466,17 +484,13 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
       out += made.out
       item = made.item
     }
+    item.complete = true
     item.callId = call.id
     item.name = call.name
+    // the item was closed with the arguments streamed, which were the call's; it lists the call's own
+    const wasOpen = item.open
     item.args = JSON.stringify(call.arguments ?? {})
-    item.open = false
-    return out +
-      emit("response.function_call_arguments.done", {
-        item_id: item.id,
-        output_index: item.index,
-        arguments: item.args
-      }) +
-      emit("response.output_item.done", { output_index: item.index, item: itemJson(item) })
+    return wasOpen ? out + closeCall(item) : out
   }
 
   const delta = (event: Generation.GenerationEvent): string => {
@@ -509,7 +523,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     if (reply.text.startsWith(written) && reply.text.length > written.length) {
       out += text(reply.text.slice(written.length))
     }
-    const done = new Set(items.flatMap((item) => item.type === "function_call" && !item.open ? [item.callId] : []))
+    const done = new Set(items.flatMap((item) => item.type === "function_call" && item.complete ? [item.callId] : []))
     for (const call of reply.toolCalls) if (!done.has(call.id)) out += toolComplete(call)
     return out + closeOpen()
   }
