@@ -172,6 +172,11 @@ describe("Anthropic codec: decode", () => {
         .param,
       "tool_choice.type"
     )
+    assert.strictEqual(
+      refusal({ model: "m", max_tokens: 1, messages: [{ role: "user", content: "x" }], tool_choice: { type: "any" } })
+        .param,
+      "tool_choice"
+    )
   })
 })
 
@@ -223,7 +228,8 @@ describe("Anthropic codec: the SDK reads the stream", () => {
 
   it("a held reply (open, then the terminal with the whole reply) reads the same", async () => {
     const encoder = codec.encoder!(context)
-    const { client } = sdk(encoder.open() + encoder.terminal(toolReply))
+    // the relay's keepalive comments come first
+    const { client } = sdk(": reprise hold\n\n: reprise hold\n\n" + encoder.open() + encoder.terminal(toolReply))
     const message = await client.messages.stream(params).finalMessage()
     assert.deepStrictEqual(message.content, [
       { type: "text", text: "Let me check." },

@@ -159,6 +159,17 @@ describe("Responses codec: decode", () => {
       "text.format.type"
     )
     assert.strictEqual(refusal("not an object").param, "body")
+    assert.strictEqual(refusal({ model: "m", input: "x", tool_choice: "required" }).param, "tool_choice")
+    assert.strictEqual(
+      refusal({
+        model: "m",
+        input: "x",
+        tools: [{ type: "function", name: "f" }],
+        tool_choice: { type: "function", name: "g" }
+      })
+        .param,
+      "tool_choice"
+    )
   })
 })
 
@@ -207,7 +218,8 @@ describe("Responses codec: the openai SDK reads the stream", () => {
 
   it("a held reply (open, then the terminal with the whole reply) reads the same", async () => {
     const encoder = codec.encoder!(context)
-    const { client } = sdk(encoder.open() + encoder.terminal(toolReply))
+    // the relay's keepalive comments come first
+    const { client } = sdk(": reprise hold\n\n: reprise hold\n\n" + encoder.open() + encoder.terminal(toolReply))
     const final = await client.responses.stream({ model: "gpt-test", input: "hi" }).finalResponse()
     assert.strictEqual(final.output_text, "Let me check.")
     assert.deepStrictEqual(

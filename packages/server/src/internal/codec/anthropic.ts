@@ -175,6 +175,7 @@ const decodeBody = (u: unknown): Downstream.Decoded => {
   const toolChoice = body.tool_choice === undefined || body.tool_choice === null
     ? undefined
     : decodeToolChoice(body.tool_choice)
+  if (toolChoice !== undefined) Wire.checkToolChoice(toolChoice, tools)
   const config = body.output_config === undefined || body.output_config === null
     ? undefined
     : Wire.object(body.output_config, "output_config")

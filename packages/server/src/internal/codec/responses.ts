@@ -4,7 +4,7 @@
  *
  * Decoded: `model`, `instructions` (the system text), `input` as a string (one user message) or a list of items —
  * messages of role `user`, `system`, `developer` (a system message) and `assistant`, with string content or
- * `input_text` / `output_text` parts; `function_call` (its `arguments` must be JSON) and `function_call_output` items;
+ * `input_text` / `output_text` / `refusal` parts; `function_call` (its `arguments` must be JSON) and `function_call_output` items;
  * `reasoning` items that carry `encrypted_content` (sent back upstream with the next assistant turn; one without it
  * names a stored item the relay cannot vouch for, and is dropped) — `tools` of type `function`, `tool_choice`
  * (`auto`, `none`, `required`, `{type: "function", name}`), `max_output_tokens`, `text.format` (`json_schema`; `text`
@@ -57,6 +57,10 @@ const contentText = (content: unknown, param: string): string => {
       case "output_text":
       case "text":
         text += Wire.string(part.text, `${param}[${j}].text`)
+        break
+      case "refusal":
+        // an earlier reply's refusal, sent back as its text
+        text += Wire.string(part.refusal, `${param}[${j}].refusal`)
         break
       default:
         refuse(`${param}[${j}]`, `'${param}[${j}]': content of type ${JSON.stringify(part.type)} is not supported`)
@@ -203,6 +207,7 @@ const decodeBody = (u: unknown): Downstream.Decoded => {
   const toolChoice = body.tool_choice === undefined || body.tool_choice === null
     ? undefined
     : decodeToolChoice(body.tool_choice)
+  if (toolChoice !== undefined) Wire.checkToolChoice(toolChoice, tools)
   const maxTokens = body.max_output_tokens === undefined || body.max_output_tokens === null
     ? undefined
     : Wire.positiveInteger(body.max_output_tokens, "max_output_tokens")

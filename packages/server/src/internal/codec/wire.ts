@@ -4,6 +4,7 @@
  *
  * @internal
  */
+import type * as Generation from "@reprise/core/Generation"
 import * as Either from "effect/Either"
 import type * as Downstream from "../downstream.js"
 
@@ -71,6 +72,16 @@ export const schemaObject = (u: unknown, param: string): Readonly<Record<string,
 
 /** A tool's JSON Schema when it gives none: an object of any properties. @internal */
 export const anyObject: Readonly<Record<string, unknown>> = { type: "object", properties: {} }
+
+/** A tool choice that forces a call needs tools, and one that names a tool needs that tool. @internal */
+export const checkToolChoice = (choice: Generation.ToolChoice, tools: ReadonlyArray<Generation.ToolDefinition>) => {
+  if (choice === "required" && tools.length === 0) {
+    refuse("tool_choice", "'tool_choice' requires a tool call but 'tools' is empty")
+  }
+  if (typeof choice !== "string" && !tools.some((tool) => tool.name === choice.tool)) {
+    refuse("tool_choice", `'tool_choice' names the tool ${JSON.stringify(choice.tool)}, which 'tools' does not hold`)
+  }
+}
 
 /** The suffix of a reply id after its prefix (`resp_`, `msg_`), for the ids of its items. @internal */
 export const suffixOf = (id: string): string => {
