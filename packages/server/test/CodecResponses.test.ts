@@ -421,7 +421,7 @@ describe("Responses codec: the reset mode", () => {
     return out + encoder.terminal(committed)
   }
 
-  it("the next attempt's items are new ones, and the completed response lists only the committed attempt's", async () => {
+  it("the next attempt's items are new, and the completed response lists the committed attempt's only", async () => {
     const { client } = sdk(frames(true))
     const stream = await client.responses.create({ model: "gpt-test", input: "hi", stream: true })
     const sequence: Array<number> = []
