@@ -226,10 +226,31 @@ describe("Anthropic codec: the SDK reads the stream", () => {
     assert.strictEqual(message.usage.output_tokens, 12)
   })
 
+  it("a call is announced with its name, and the relay's fragments without id and name go to it", async () => {
+    const events = [
+      Generation.ToolCallDelta({ index: 0, id: "toolu_1", name: undefined, argumentsDelta: "{\"ci" }),
+      Generation.ToolCallDelta({ index: 0, id: undefined, name: "get_weather", argumentsDelta: "ty\":" }),
+      Generation.ToolCallDelta({ index: 0, id: undefined, name: undefined, argumentsDelta: "\"Paris\"}" }),
+      Generation.ToolCallComplete({ call })
+    ]
+    const stream = sdk(streamed(codec, context, events, reply({ toolCalls: [call] }))).client.messages.stream(params)
+    const started: Array<unknown> = []
+    stream.on("streamEvent", (e) => {
+      if (e.type === "content_block_start") started.push(e.content_block)
+    })
+    const message = await stream.finalMessage()
+    assert.deepStrictEqual(started, [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: {} }])
+    assert.deepStrictEqual(message.content, [
+      { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }
+    ] as never)
+  })
+
   it("a held reply (open, then the terminal with the whole reply) reads the same", async () => {
-    const encoder = codec.encoder!(context)
+    const encoder = codec.encoder!()
     // the relay's keepalive comments come first
-    const { client } = sdk(": reprise hold\n\n: reprise hold\n\n" + encoder.open() + encoder.terminal(toolReply))
+    const { client } = sdk(
+      ": reprise hold\n\n: reprise hold\n\n" + encoder.open(context) + encoder.terminal(context, toolReply)
+    )
     const message = await client.messages.stream(params).finalMessage()
     assert.deepStrictEqual(message.content, [
       { type: "text", text: "Let me check." },
@@ -390,20 +411,24 @@ describe("Anthropic codec: the reset mode", () => {
   const resetFrame = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
   const committed = reply({ text: "Hello", toolCalls: [call], providerFinishReason: "tool_use" })
   const frames = () => {
-    const encoder = codec.encoder!(context)
-    let out = encoder.open() + resetFrame("reprise.attempt", { attempt: 1, maxAttempts: 3 })
-    out += encoder.delta(Generation.TextDelta({ text: "Hel" }))
+    const encoder = codec.encoder!()
+    let out = encoder.open(context) + resetFrame("reprise.attempt", { attempt: 1, maxAttempts: 3 })
+    out += encoder.delta(context, Generation.TextDelta({ text: "Hel" }))
     out += encoder.delta(
+      context,
       Generation.ToolCallDelta({ index: 0, id: "toolu_0", name: "get_weather", argumentsDelta: "{\"ci" })
     )
     out += resetFrame("reprise.rollback", { attempt: 1, discardedChars: 3, discardedToolCalls: 1, reason: "HTTP 529" })
-    out += encoder.rollback()
+    out += encoder.rollback(context)
     out += resetFrame("reprise.attempt", { attempt: 2, maxAttempts: 3 })
-    out += encoder.delta(Generation.TextDelta({ text: "Hello" }))
-    out += encoder.delta(Generation.ToolCallDelta({ index: 0, id: "toolu_1", name: "get_weather", argumentsDelta: "" }))
-    out += encoder.delta(Generation.ToolCallComplete({ call }))
+    out += encoder.delta(context, Generation.TextDelta({ text: "Hello" }))
+    out += encoder.delta(
+      context,
+      Generation.ToolCallDelta({ index: 0, id: "toolu_1", name: "get_weather", argumentsDelta: "" })
+    )
+    out += encoder.delta(context, Generation.ToolCallComplete({ call }))
     out += resetFrame("reprise.commit", { attempt: 2, attempts: 2 })
-    return out + encoder.terminal(committed)
+    return out + encoder.terminal(context, committed)
   }
 
   it("the discarded attempt's blocks are closed, and the next attempt's content goes to new blocks", async () => {

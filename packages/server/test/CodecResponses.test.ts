@@ -174,6 +174,8 @@ describe("Responses codec: decode", () => {
 })
 
 describe("Responses codec: the openai SDK reads the stream", () => {
+  const client = (body: string) => sdk(body).client.responses.stream({ model: "gpt-test", input: "hi" })
+
   it("responses.create({stream: true}) yields the text, the call and the completed response", async () => {
     const { client } = sdk(streamed(codec, context, toolReplyEvents, toolReply))
     const stream = await client.responses.create({ model: "gpt-test", input: "hi", stream: true })
@@ -216,10 +218,41 @@ describe("Responses codec: the openai SDK reads the stream", () => {
     assert.deepStrictEqual(final.usage?.output_tokens, 12)
   })
 
+  it("a call is announced with its name, and the relay's fragments without id and name go to it", async () => {
+    const events = [
+      Generation.ToolCallDelta({ index: 0, id: "call_1", name: undefined, argumentsDelta: "{\"ci" }),
+      Generation.ToolCallDelta({ index: 0, id: undefined, name: "get_weather", argumentsDelta: "ty\":" }),
+      Generation.ToolCallDelta({ index: 0, id: undefined, name: undefined, argumentsDelta: "\"Paris\"}" }),
+      Generation.ToolCallComplete({ call })
+    ]
+    const stream = client(streamed(codec, context, events, reply({ toolCalls: [call] })))
+    const added: Array<unknown> = []
+    stream.on("response.output_item.added", (e) => added.push(e.item))
+    const final = await stream.finalResponse()
+    assert.deepStrictEqual(added, [
+      {
+        id: "fc_test0001_0",
+        type: "function_call",
+        status: "in_progress",
+        arguments: "",
+        call_id: "call_1",
+        name: "get_weather"
+      }
+    ])
+    assert.deepStrictEqual(
+      final.output.map((item) =>
+        item.type === "function_call" ? [item.call_id, item.name, JSON.parse(item.arguments)] : []
+      ),
+      [["call_1", "get_weather", { city: "Paris" }]]
+    )
+  })
+
   it("a held reply (open, then the terminal with the whole reply) reads the same", async () => {
-    const encoder = codec.encoder!(context)
+    const encoder = codec.encoder!()
     // the relay's keepalive comments come first
-    const { client } = sdk(": reprise hold\n\n: reprise hold\n\n" + encoder.open() + encoder.terminal(toolReply))
+    const { client } = sdk(
+      ": reprise hold\n\n: reprise hold\n\n" + encoder.open(context) + encoder.terminal(context, toolReply)
+    )
     const final = await client.responses.stream({ model: "gpt-test", input: "hi" }).finalResponse()
     assert.strictEqual(final.output_text, "Let me check.")
     assert.deepStrictEqual(
@@ -291,7 +324,7 @@ describe("Responses codec: the openai SDK reads the stream", () => {
   })
 
   it("the failure frames are an error event, then response.failed", () => {
-    const frames = codec.encoder!(context).failure({ status: 429, type: "rate_limit_error", message: "slow down" })
+    const frames = codec.encoder!().failure(context, { status: 429, type: "rate_limit_error", message: "slow down" })
     const events = frames.trim().split("\n\n").map((f) => JSON.parse(f.split("\n")[1]!.slice(6)))
     assert.deepStrictEqual(events.map((e) => e.type), ["error", "response.failed"])
     assert.strictEqual(events[0].code, "rate_limit_exceeded")
@@ -397,11 +430,12 @@ describe("Responses codec: the reset mode", () => {
   const resetFrame = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
   const committed = reply({ text: "Hello", toolCalls: [call], providerFinishReason: "completed" })
   const frames = (withResetEvents: boolean) => {
-    const encoder = codec.encoder!(context)
-    let out = encoder.open()
+    const encoder = codec.encoder!()
+    let out = encoder.open(context)
     if (withResetEvents) out += resetFrame("reprise.attempt", { attempt: 1, maxAttempts: 3 })
-    out += encoder.delta(Generation.TextDelta({ text: "Hel" }))
+    out += encoder.delta(context, Generation.TextDelta({ text: "Hel" }))
     out += encoder.delta(
+      context,
       Generation.ToolCallDelta({ index: 0, id: "call_0", name: "get_weather", argumentsDelta: "{\"ci" })
     )
     if (withResetEvents) {
@@ -412,13 +446,16 @@ describe("Responses codec: the reset mode", () => {
         reason: "HTTP 503"
       })
     }
-    out += encoder.rollback()
+    out += encoder.rollback(context)
     if (withResetEvents) out += resetFrame("reprise.attempt", { attempt: 2, maxAttempts: 3 })
-    out += encoder.delta(Generation.TextDelta({ text: "Hello" }))
-    out += encoder.delta(Generation.ToolCallDelta({ index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" }))
-    out += encoder.delta(Generation.ToolCallComplete({ call }))
+    out += encoder.delta(context, Generation.TextDelta({ text: "Hello" }))
+    out += encoder.delta(
+      context,
+      Generation.ToolCallDelta({ index: 0, id: "call_1", name: "get_weather", argumentsDelta: "" })
+    )
+    out += encoder.delta(context, Generation.ToolCallComplete({ call }))
     if (withResetEvents) out += resetFrame("reprise.commit", { attempt: 2, attempts: 2 })
-    return out + encoder.terminal(committed)
+    return out + encoder.terminal(context, committed)
   }
 
   it("the next attempt's items are new, and the completed response lists the committed attempt's only", async () => {

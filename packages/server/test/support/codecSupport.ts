@@ -40,10 +40,10 @@ export const streamed = (
   events: ReadonlyArray<Generation.GenerationEvent>,
   end: Generation.Reply | Downstream.Failure
 ): string => {
-  const encoder = codec.encoder!(context)
-  let out = encoder.open()
-  for (const event of events) out += encoder.delta(event)
-  return out + (end instanceof Generation.Reply ? encoder.terminal(end) : encoder.failure(end))
+  const encoder = codec.encoder!()
+  let out = encoder.open(context)
+  for (const event of events) out += encoder.delta(context, event)
+  return out + (end instanceof Generation.Reply ? encoder.terminal(context, end) : encoder.failure(context, end))
 }
 
 /** A `fetch` answering every request with `body` (an SSE stream, or JSON), and the requests it was given. */

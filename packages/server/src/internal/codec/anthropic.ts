@@ -97,11 +97,16 @@ const usageJson = (usage: Option.Option<Generation.Usage>) =>
     onSome: (u) => ({ input_tokens: u.inputTokens, output_tokens: u.outputTokens })
   })
 
-const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
-  readonly fill: (reply: Generation.Reply) => string
-  readonly message: (reply: Generation.Reply) => Wire.Json
+const makeEncoder = (): Downstream.StreamEncoder & {
+  /** The whole reply's message, for the non-streaming body. */
+  readonly body: (context: Downstream.Context, reply: Generation.Reply) => Wire.Json
 } => {
-  const suffix = Wire.suffixOf(context.id)
+  /** The frame being written's context: its id and time are the reply's; its model may change (a route switch). */
+  let context: Downstream.Context = { id: "", created: 0, model: "" }
+  const at = (current: Downstream.Context) => {
+    context = current
+  }
+  const suffix = () => Wire.suffixOf(context.id)
   /** The blocks of the attempt being shown. */
   let blocks: Array<Block> = []
   /** Block indices go on across a rollback: the client keeps a discarded attempt's blocks at theirs. */
@@ -209,7 +214,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
       type: "tool_use" as const,
       index: nextIndex++,
       ordinal,
-      id: id ?? `toolu_${suffix}_${n}`,
+      id: id ?? `toolu_${suffix()}_${n}`,
       name: name ?? "",
       json: "",
       input: {} as unknown,
@@ -219,7 +224,12 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     return { out: closeOpen() + start(block), block }
   }
 
-  const toolDelta = (event: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>): string => {
+  const unnamed = new Wire.Unnamed()
+
+  const toolDelta = (fragment: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>): string => {
+    const announced = blocks.some((b) => b.type === "tool_use" && !b.complete && b.ordinal === fragment.index)
+    const event = announced ? fragment : unnamed.take(fragment)
+    if (event === undefined) return ""
     const { block, out } = toolBlock(event.index, event.id, event.name)
     if (event.argumentsDelta.length === 0) return out
     block.json += event.argumentsDelta
@@ -235,6 +245,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     let out = ""
     let block = calls.find((b) => b.id === call.id) ?? calls[0]
     if (block === undefined) {
+      unnamed.complete(call.id)
       const made = toolBlock(-1 - counter, call.id, call.name)
       out += made.out
       block = made.block
@@ -304,8 +315,9 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
   })
 
   return {
-    open: () =>
-      emit("message_start", {
+    open: (current) => {
+      at(current)
+      return emit("message_start", {
         message: {
           id: context.id,
           type: "message",
@@ -316,24 +328,38 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
           stop_sequence: null,
           usage: { input_tokens: 0, output_tokens: 0 }
         }
-      }),
-    delta,
-    rollback: () => {
+      })
+    },
+    delta: (current, event) => {
+      at(current)
+      return delta(event)
+    },
+    rollback: (current) => {
+      at(current)
       let out = ""
       for (const block of blocks) if (block.open) out += close(block)
       blocks = []
+      unnamed.clear()
       return out
     },
-    terminal: (reply) =>
-      fill(reply) +
-      emit("message_delta", {
-        delta: { stop_reason: stopReason(reply), stop_sequence: null },
-        usage: usageJson(reply.usage)
-      }) +
-      emit("message_stop", {}),
-    failure: (failure) => emit("error", { error: { type: errorType(failure), message: failure.message } }),
-    fill,
-    message
+    terminal: (current, reply) => {
+      at(current)
+      return fill(reply) +
+        emit("message_delta", {
+          delta: { stop_reason: stopReason(reply), stop_sequence: null },
+          usage: usageJson(reply.usage)
+        }) +
+        emit("message_stop", {})
+    },
+    failure: (current, failure) => {
+      at(current)
+      return emit("error", { error: { type: errorType(failure), message: failure.message } })
+    },
+    body: (current, reply) => {
+      at(current)
+      fill(reply)
+      return message(reply)
+    }
   }
 }
 
@@ -346,14 +372,10 @@ export const codec: Downstream.Codec = {
   protocol: "anthropic",
   decode: (body) => Wire.decodeWith(() => Request.decodeBody(body)),
   encoder: makeEncoder,
-  open: (context) => makeEncoder(context).open(),
-  delta: (context, event) => makeEncoder(context).delta(event),
-  terminal: (context, reply) => makeEncoder(context).terminal(reply),
-  failure: (context, failure) => makeEncoder(context).failure(failure),
-  body: (context, reply) => {
-    const encoder = makeEncoder(context)
-    encoder.fill(reply)
-    return encoder.message(reply)
-  },
+  open: (context) => makeEncoder().open(context),
+  delta: (context, event) => makeEncoder().delta(context, event),
+  terminal: (context, reply) => makeEncoder().terminal(context, reply),
+  failure: (context, failure) => makeEncoder().failure(context, failure),
+  body: (context, reply) => makeEncoder().body(context, reply),
   errorBody: (failure) => ({ type: "error", error: { type: errorType(failure), message: failure.message } })
 }

@@ -116,11 +116,16 @@ const failedCode = (failure: Downstream.Failure): string =>
 
 type Status = "in_progress" | "completed" | "incomplete" | "failed"
 
-const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
-  readonly fill: (reply: Generation.Reply) => string
-  readonly response: (status: Status, reply?: Generation.Reply, failure?: Downstream.Failure) => Wire.Json
+const makeEncoder = (): Downstream.StreamEncoder & {
+  /** The whole reply's response object, for the non-streaming body. */
+  readonly body: (context: Downstream.Context, reply: Generation.Reply) => Wire.Json
 } => {
-  const suffix = Wire.suffixOf(context.id)
+  /** The frame being written's context: its id and time are the reply's; its model may change (a route switch). */
+  let context: Downstream.Context = { id: "", created: 0, model: "" }
+  const at = (current: Downstream.Context) => {
+    context = current
+  }
+  const suffix = () => Wire.suffixOf(context.id)
   let sequence = 0
   let counter = 0
   /** The items of the attempt being shown, in output order. */
@@ -181,7 +186,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     let item = open()
     if (item?.type !== "message") {
       out += closeOpen()
-      item = { type: "message", id: `msg_${suffix}_${counter++}`, index: nextIndex++, text: "", open: true }
+      item = { type: "message", id: `msg_${suffix()}_${counter++}`, index: nextIndex++, text: "", open: true }
       out += addItem(item)
       out += emit("response.content_part.added", {
         item_id: item.id,
@@ -206,7 +211,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     const out = closeOpen()
     const item: ReasoningItem = {
       type: "reasoning",
-      id: `rs_${suffix}_${counter++}`,
+      id: `rs_${suffix()}_${counter++}`,
       index: nextIndex++,
       text: "",
       encrypted: undefined,
@@ -252,10 +257,10 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     const n = counter++
     const item: CallItem = {
       type: "function_call",
-      id: `fc_${suffix}_${n}`,
+      id: `fc_${suffix()}_${n}`,
       index: nextIndex++,
       ordinal,
-      callId: id ?? `call_${suffix}_${n}`,
+      callId: id ?? `call_${suffix()}_${n}`,
       name: name ?? "",
       args: "",
       open: true,
@@ -264,7 +269,14 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     return { out: closeOpen() + addItem(item), item }
   }
 
-  const toolDelta = (event: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>): string => {
+  const unnamed = new Wire.Unnamed()
+
+  const toolDelta = (fragment: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>): string => {
+    const announced = items.some((item) =>
+      item.type === "function_call" && !item.complete && item.ordinal === fragment.index
+    )
+    const event = announced ? fragment : unnamed.take(fragment)
+    if (event === undefined) return ""
     const { item, out } = callItem(event.index, event.id, event.name)
     if (event.argumentsDelta.length === 0) return out
     item.args += event.argumentsDelta
@@ -280,6 +292,7 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     let out = ""
     let item = calls.find((c) => c.callId === call.id) ?? calls[0]
     if (item === undefined) {
+      unnamed.complete(call.id)
       const made = callItem(-1 - counter, call.id, call.name)
       out += made.out
       item = made.item
@@ -360,20 +373,29 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
     reply.finishReason === "length" || reply.finishReason === "content_filter" ? "incomplete" : "completed"
 
   return {
-    open: () =>
-      emit("response.created", { response: response("in_progress") }) +
-      emit("response.in_progress", { response: response("in_progress") }),
-    delta,
-    rollback: () => {
+    open: (current) => {
+      at(current)
+      return emit("response.created", { response: response("in_progress") }) +
+        emit("response.in_progress", { response: response("in_progress") })
+    },
+    delta: (current, event) => {
+      at(current)
+      return delta(event)
+    },
+    rollback: (current) => {
+      at(current)
       items = []
+      unnamed.clear()
       return ""
     },
-    terminal: (reply) => {
+    terminal: (current, reply) => {
+      at(current)
       const out = fill(reply)
       const status = statusOf(reply)
       return out + emit(`response.${status}`, { response: response(status, reply) })
     },
-    failure: (failure) => {
+    failure: (current, failure) => {
+      at(current)
       const type = errorType(failure.type)
       const code = failure.code ?? type
       return emit("error", {
@@ -383,8 +405,11 @@ const makeEncoder = (context: Downstream.Context): Downstream.StreamEncoder & {
         error: { type, code, message: failure.message, param: null }
       }) + emit("response.failed", { response: response("failed", undefined, failure) })
     },
-    fill,
-    response: (status, reply, failure) => response(status, reply, failure)
+    body: (current, reply) => {
+      at(current)
+      fill(reply)
+      return response(statusOf(reply), reply)
+    }
   }
 }
 
@@ -397,18 +422,11 @@ export const codec: Downstream.Codec = {
   protocol: "openai-responses",
   decode: (body) => Wire.decodeWith(() => Request.decodeBody(body)),
   encoder: makeEncoder,
-  open: (context) => makeEncoder(context).open(),
-  delta: (context, event) => makeEncoder(context).delta(event),
-  terminal: (context, reply) => makeEncoder(context).terminal(reply),
-  failure: (context, failure) => makeEncoder(context).failure(failure),
-  body: (context, reply) => {
-    const encoder = makeEncoder(context)
-    encoder.fill(reply)
-    return encoder.response(
-      reply.finishReason === "length" || reply.finishReason === "content_filter" ? "incomplete" : "completed",
-      reply
-    )
-  },
+  open: (context) => makeEncoder().open(context),
+  delta: (context, event) => makeEncoder().delta(context, event),
+  terminal: (context, reply) => makeEncoder().terminal(context, reply),
+  failure: (context, failure) => makeEncoder().failure(context, failure),
+  body: (context, reply) => makeEncoder().body(context, reply),
   errorBody: (failure) => {
     const type = errorType(failure.type)
     return { error: { message: failure.message, type, param: null, code: failure.code ?? null } }

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type * as Generation from "@reprise/core/Generation"
+import * as Generation from "@reprise/core/Generation"
 import * as Either from "effect/Either"
 import type * as Downstream from "../downstream.js"
 
@@ -87,4 +87,52 @@ export const checkToolChoice = (choice: Generation.ToolChoice, tools: ReadonlyAr
 export const suffixOf = (id: string): string => {
   const at = id.indexOf("_")
   return at >= 0 ? id.slice(at + 1) : id
+}
+
+/**
+ * The fragments of tool calls that wait for their name: the APIs open a call (a `function_call` item, a `tool_use`
+ * block) with its name, so a call is announced on its first fragment that names it, with what came before.
+ *
+ * @internal
+ */
+export class Unnamed {
+  private readonly held = new Map<number, { id: string | undefined; args: string }>()
+
+  /**
+   * The fragment to write for a call that was not announced yet: `undefined` while its name is unknown (it is held),
+   * else the fragment with the id and arguments held before it.
+   */
+  take(
+    event: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>
+  ): Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }> | undefined {
+    const held = this.held.get(event.index)
+    if (event.name === undefined) {
+      this.held.set(event.index, { id: held?.id ?? event.id, args: (held?.args ?? "") + event.argumentsDelta })
+      return undefined
+    }
+    if (held === undefined) return event
+    this.held.delete(event.index)
+    return Generation.ToolCallDelta({
+      index: event.index,
+      id: held.id ?? event.id,
+      name: event.name,
+      argumentsDelta: held.args + event.argumentsDelta
+    })
+  }
+
+  /** A call completed before its name came: what was held of it is dropped (its complete call is written). */
+  complete(id: string): void {
+    for (const [index, held] of this.held) {
+      if (held.id === id) {
+        this.held.delete(index)
+        return
+      }
+    }
+    const first = [...this.held.keys()].sort((a, b) => a - b)[0]
+    if (first !== undefined) this.held.delete(first)
+  }
+
+  clear(): void {
+    this.held.clear()
+  }
 }
