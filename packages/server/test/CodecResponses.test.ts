@@ -323,13 +323,37 @@ describe("Responses codec: the openai SDK reads the stream", () => {
     assert.instanceOf(thrown, OpenAI.APIError)
   })
 
-  it("the failure frames are an error event, then response.failed", () => {
+  it("the failure frames are an error event, then response.failed; the first frame of a reply opens it", () => {
     const frames = codec.encoder!().failure(context, { status: 429, type: "rate_limit_error", message: "slow down" })
     const events = frames.trim().split("\n\n").map((f) => JSON.parse(f.split("\n")[1]!.slice(6)))
-    assert.deepStrictEqual(events.map((e) => e.type), ["error", "response.failed"])
-    assert.strictEqual(events[0].code, "rate_limit_exceeded")
-    assert.strictEqual(events[1].response.status, "failed")
-    assert.deepStrictEqual(events[1].response.error, { code: "rate_limit_exceeded", message: "slow down" })
+    assert.deepStrictEqual(events.map((e) => e.type), [
+      "response.created",
+      "response.in_progress",
+      "error",
+      "response.failed"
+    ])
+    assert.deepStrictEqual(events.map((e) => e.sequence_number), [0, 1, 2, 3])
+    assert.strictEqual(events[2].code, "rate_limit_exceeded")
+    assert.strictEqual(events[3].response.status, "failed")
+    assert.deepStrictEqual(events[3].response.error, { code: "rate_limit_exceeded", message: "slow down" })
+  })
+
+  it("a delta before open carries the opening, numbered first; open then writes nothing", () => {
+    const encoder = codec.encoder!()
+    assert.strictEqual(
+      encoder.delta(context, Generation.UsageEvent({ usage: { inputTokens: 1, outputTokens: 1 } })),
+      ""
+    )
+    const frames = encoder.delta(context, Generation.TextDelta({ text: "Hi" }))
+    assert.strictEqual(encoder.open(context), "")
+    const events = frames.trim().split("\n\n").map((f) => JSON.parse(f.split("\n")[1]!.slice(6)))
+    assert.deepStrictEqual(events.map((e) => [e.type, e.sequence_number]), [
+      ["response.created", 0],
+      ["response.in_progress", 1],
+      ["response.output_item.added", 2],
+      ["response.content_part.added", 3],
+      ["response.output_text.delta", 4]
+    ])
   })
 })
 

@@ -82,8 +82,9 @@ export interface Codec {
    * A stream encoder for one reply ({@link StreamEncoder}), for a protocol whose frames depend on the ones before them
    * (Responses, Anthropic). When present, the relay makes one per streamed reply, writes its `open`, `delta`,
    * `terminal` and `failure` instead of the codec's, and its `rollback` when the `reset` mode discards an attempt that
-   * showed content. The codec's own then describe a reply written at once (`open`, then `terminal` with the whole
-   * reply, or `failure`); their `delta` writes an event as the first of its reply.
+   * showed content. Its first frame that shows something carries the reply's opening when `open` was not called
+   * (Responses numbers the opening first). The codec's own members then describe a reply written at once (`open`, then
+   * `terminal` with the whole reply, or `failure`); their `delta` writes an event as the first of its reply.
    */
   readonly encoder?: (() => StreamEncoder) | undefined
   /** The whole reply as the non-streaming response body. */

@@ -97,7 +97,11 @@ const usageJson = (usage: Option.Option<Generation.Usage>) =>
     onSome: (u) => ({ input_tokens: u.inputTokens, output_tokens: u.outputTokens })
   })
 
-const makeEncoder = (): Downstream.StreamEncoder & {
+/**
+ * A reply's encoder. `opened`: as if its opening was written already (the codec's own members, which write one part
+ * of a reply each).
+ */
+const makeEncoder = (opened = false): Downstream.StreamEncoder & {
   /** The whole reply's message, for the non-streaming body. */
   readonly body: (context: Downstream.Context, reply: Generation.Reply) => Wire.Json
 } => {
@@ -314,25 +318,35 @@ const makeEncoder = (): Downstream.StreamEncoder & {
     usage: usageJson(reply.usage)
   })
 
+  /** `message_start`, once: before any other event, whichever frame comes first. */
+  const opening = (): string => {
+    if (opened) return ""
+    opened = true
+    return emit("message_start", {
+      message: {
+        id: context.id,
+        type: "message",
+        role: "assistant",
+        model: context.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 0, output_tokens: 0 }
+      }
+    })
+  }
+
   return {
     open: (current) => {
       at(current)
-      return emit("message_start", {
-        message: {
-          id: context.id,
-          type: "message",
-          role: "assistant",
-          model: context.model,
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 0, output_tokens: 0 }
-        }
-      })
+      return opening()
     },
     delta: (current, event) => {
       at(current)
-      return delta(event)
+      if (opened) return delta(event)
+      // the reply opens with the first frame that shows something
+      const frames = delta(event)
+      return frames.length > 0 ? opening() + frames : ""
     },
     rollback: (current) => {
       at(current)
@@ -344,7 +358,7 @@ const makeEncoder = (): Downstream.StreamEncoder & {
     },
     terminal: (current, reply) => {
       at(current)
-      return fill(reply) +
+      return opening() + fill(reply) +
         emit("message_delta", {
           delta: { stop_reason: stopReason(reply), stop_sequence: null },
           usage: usageJson(reply.usage)
@@ -353,7 +367,7 @@ const makeEncoder = (): Downstream.StreamEncoder & {
     },
     failure: (current, failure) => {
       at(current)
-      return emit("error", { error: { type: errorType(failure), message: failure.message } })
+      return opening() + emit("error", { error: { type: errorType(failure), message: failure.message } })
     },
     body: (current, reply) => {
       at(current)
@@ -373,9 +387,9 @@ export const codec: Downstream.Codec = {
   decode: (body) => Wire.decodeWith(() => Request.decodeBody(body)),
   encoder: makeEncoder,
   open: (context) => makeEncoder().open(context),
-  delta: (context, event) => makeEncoder().delta(context, event),
-  terminal: (context, reply) => makeEncoder().terminal(context, reply),
-  failure: (context, failure) => makeEncoder().failure(context, failure),
+  delta: (context, event) => makeEncoder(true).delta(context, event),
+  terminal: (context, reply) => makeEncoder(true).terminal(context, reply),
+  failure: (context, failure) => makeEncoder(true).failure(context, failure),
   body: (context, reply) => makeEncoder().body(context, reply),
   errorBody: (failure) => ({ type: "error", error: { type: errorType(failure), message: failure.message } })
 }

@@ -116,7 +116,11 @@ const failedCode = (failure: Downstream.Failure): string =>
 
 type Status = "in_progress" | "completed" | "incomplete" | "failed"
 
-const makeEncoder = (): Downstream.StreamEncoder & {
+/**
+ * A reply's encoder. `opened`: as if its opening was written already (the codec's own members, which write one part
+ * of a reply each).
+ */
+const makeEncoder = (opened = false): Downstream.StreamEncoder & {
   /** The whole reply's response object, for the non-streaming body. */
   readonly body: (context: Downstream.Context, reply: Generation.Reply) => Wire.Json
 } => {
@@ -126,7 +130,8 @@ const makeEncoder = (): Downstream.StreamEncoder & {
     context = current
   }
   const suffix = () => Wire.suffixOf(context.id)
-  let sequence = 0
+  // the opening is two events
+  let sequence = opened ? 2 : 0
   let counter = 0
   /** The items of the attempt being shown, in output order. */
   let items: Array<Item> = []
@@ -369,18 +374,33 @@ const makeEncoder = (): Downstream.StreamEncoder & {
     }
   }
 
+  /** `response.created` and `response.in_progress`, once: before any other event, whichever frame comes first. */
+  const opening = (): string => {
+    if (opened) return ""
+    opened = true
+    return emit("response.created", { response: response("in_progress") }) +
+      emit("response.in_progress", { response: response("in_progress") })
+  }
+
   const statusOf = (reply: Generation.Reply): Status =>
     reply.finishReason === "length" || reply.finishReason === "content_filter" ? "incomplete" : "completed"
 
   return {
     open: (current) => {
       at(current)
-      return emit("response.created", { response: response("in_progress") }) +
-        emit("response.in_progress", { response: response("in_progress") })
+      return opening()
     },
     delta: (current, event) => {
       at(current)
-      return delta(event)
+      if (opened) return delta(event)
+      // the reply opens with the first frame that shows something, numbered before it
+      const mark = sequence
+      const head = opening()
+      const frames = delta(event)
+      if (frames.length > 0) return head + frames
+      sequence = mark
+      opened = false
+      return ""
     },
     rollback: (current) => {
       at(current)
@@ -390,7 +410,7 @@ const makeEncoder = (): Downstream.StreamEncoder & {
     },
     terminal: (current, reply) => {
       at(current)
-      const out = fill(reply)
+      const out = opening() + fill(reply)
       const status = statusOf(reply)
       return out + emit(`response.${status}`, { response: response(status, reply) })
     },
@@ -398,7 +418,7 @@ const makeEncoder = (): Downstream.StreamEncoder & {
       at(current)
       const type = errorType(failure.type)
       const code = failure.code ?? type
-      return emit("error", {
+      return opening() + emit("error", {
         code,
         message: failure.message,
         param: null,
@@ -423,9 +443,9 @@ export const codec: Downstream.Codec = {
   decode: (body) => Wire.decodeWith(() => Request.decodeBody(body)),
   encoder: makeEncoder,
   open: (context) => makeEncoder().open(context),
-  delta: (context, event) => makeEncoder().delta(context, event),
-  terminal: (context, reply) => makeEncoder().terminal(context, reply),
-  failure: (context, failure) => makeEncoder().failure(context, failure),
+  delta: (context, event) => makeEncoder(true).delta(context, event),
+  terminal: (context, reply) => makeEncoder(true).terminal(context, reply),
+  failure: (context, failure) => makeEncoder(true).failure(context, failure),
   body: (context, reply) => makeEncoder().body(context, reply),
   errorBody: (failure) => {
     const type = errorType(failure.type)
