@@ -259,6 +259,15 @@ describe("Anthropic codec: the SDK reads the stream", () => {
     assert.strictEqual(message.stop_reason, "tool_use")
   })
 
+  it("the codec's own members write a reply at once: open, then the terminal with the whole reply", async () => {
+    const message = await sdk(codec.open(context) + codec.terminal(context, toolReply)).client.messages.stream(params)
+      .finalMessage()
+    assert.deepStrictEqual(message.content, [
+      { type: "text", text: "Let me check." },
+      { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } }
+    ] as never)
+  })
+
   it("thinking streams as a thinking block with its signature", async () => {
     const part = { protocol: "anthropic" as const, kind: "thinking" as const, text: "Hmm.", signature: "sig-1" }
     const events = [

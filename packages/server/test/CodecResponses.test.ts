@@ -261,6 +261,15 @@ describe("Responses codec: the openai SDK reads the stream", () => {
     )
   })
 
+  it("the codec's own members write a reply at once: open, then the terminal with the whole reply", async () => {
+    const frames = codec.open(context) + codec.terminal(context, toolReply)
+    const sequence = frames.trim().split("\n\n").map((f) => JSON.parse(f.split("\n")[1]!.slice(6)).sequence_number)
+    assert.deepStrictEqual(sequence, sequence.map((_, i) => i))
+    const final = await client(frames).finalResponse()
+    assert.strictEqual(final.output_text, "Let me check.")
+    assert.strictEqual(final.output.length, 2)
+  })
+
   it("a reply cut by its token limit is response.incomplete", async () => {
     const cut = reply({ text: "partial", finishReason: "length", providerFinishReason: "max_tokens" })
     const { client } = sdk(streamed(codec, context, [Generation.TextDelta({ text: "partial" })], cut))
