@@ -63,6 +63,26 @@ export interface Failure {
   readonly param?: string | undefined
 }
 
+/**
+ * The frames of one streamed reply, for a protocol whose frames depend on the ones written before them: Responses
+ * numbers every event (`sequence_number`) and places content by `output_index`, Anthropic by content block `index`,
+ * which a function of one event cannot know. One per reply; each member as the {@link Codec}'s own, which it replaces.
+ *
+ * @internal
+ */
+export interface StreamEncoder {
+  readonly open: (context: Context) => string
+  readonly delta: (context: Context, event: Generation.GenerationEvent) => string
+  /**
+   * What the attempt being shown wrote is void (the `reset` mode's rollback, which the relay writes next to these
+   * frames): the items or blocks it opened are closed, and the next attempt's content goes to new ones.
+   */
+  readonly rollback: (context: Context) => string
+  /** The terminal, preceded by whatever of the reply the deltas did not write (all of it when none were written). */
+  readonly terminal: (context: Context, reply: Generation.Reply) => string
+  readonly failure: (context: Context, failure: Failure) => string
+}
+
 /** @internal */
 export interface Codec {
   readonly protocol: "openai-chat" | "openai-responses" | "anthropic"
@@ -71,6 +91,15 @@ export interface Codec {
   readonly delta: (context: Context, event: Generation.GenerationEvent) => string
   readonly terminal: (context: Context, reply: Generation.Reply) => string
   readonly failure: (context: Context, failure: Failure) => string
+  /**
+   * A stream encoder for one reply ({@link StreamEncoder}), for a protocol whose frames depend on the ones before them
+   * (Responses, Anthropic). When present, the relay makes one per streamed reply, writes its `open`, `delta`,
+   * `terminal` and `failure` instead of the codec's, and its `rollback` when the `reset` mode discards an attempt that
+   * showed content. Its first frame that shows something carries the reply's opening when `open` was not called
+   * (Responses numbers the opening first). The codec's own members then describe a reply written at once (`open`, then
+   * `terminal` with the whole reply, or `failure`); their `delta` writes an event as the first of its reply.
+   */
+  readonly encoder?: (() => StreamEncoder) | undefined
   /** The whole reply as the non-streaming response body. */
   readonly body: (context: Context, reply: Generation.Reply) => unknown
   /** The error as the protocol's error response body. */
