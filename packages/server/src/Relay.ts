@@ -16,9 +16,9 @@
  * {@link Options.preview}, itself `hold` by default): see `RelayProtocol` and docs/relay.md. A client that disconnects
  * interrupts its reply, and so the upstream request, at once; nothing is committed for it.
  *
- * The routes come from the relay's configuration, never from the request: with a plan the client's `model` is ignored
- * (each route asks for its own); without one the upstream model is {@link Options.model} when set, else the client's
- * `model`. Upstream keys are the providers' and never leave the process.
+ * The routes come from the relay's configuration, never from the request: the client's `model` goes to the primary
+ * route (the provider, without a plan) and each fallback asks for its own. Upstream keys are the providers' and never
+ * leave the process.
  *
  * Mount {@link router} (or {@link app}) in an app of your own, or run {@link layer} / {@link serve}: loopback by
  * default, and on any other address only with downstream keys ({@link Options.keys}, `REPRISE_SERVE_KEYS`).
@@ -80,8 +80,7 @@ export interface Options {
   /** The interval of `hold` mode's keepalive comments; default {@link defaultKeepalive}. */
   readonly keepalive?: Duration.DurationInput | undefined
   /**
-   * The upstream model without a plan of routes (and what `/v1/models` lists); absent: the client's `model`. With a
-   * plan, each route's model is used and this is ignored.
+   * What `/v1/models` lists without a plan of routes. A request's own `model` goes to the primary route.
    */
   readonly model?: string | undefined
   /** Where the access log goes; default one line per request on stderr. */

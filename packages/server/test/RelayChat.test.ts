@@ -165,7 +165,7 @@ describe("Relay Chat Completions: reset across routes", () => {
         }, { plan: ["flaky", "healthy"] })
         const r = yield* post(
           `${h.url}/v1/chat/completions`,
-          chat("anything", { stream: true, stream_options: { include_usage: true } }),
+          chat("flaky", { stream: true, stream_options: { include_usage: true } }),
           {
             "x-reprise-preview": "reset"
           }

@@ -127,40 +127,44 @@ describe("Relay limits", () => {
 
 describe("Relay routes", () => {
   it.live(
-    "with a plan, the client's model is not honoured; a fallback's answer names the fallback's model",
+    "with a plan, the client's model goes to the primary route; a fallback's answer names the fallback's model",
     () =>
       Effect.gen(function*() {
         const h = yield* relay({
           models: { ...healthy, down: { then: { kind: "status", status: 503 } } }
-        }, { plan: ["down", "healthy"] })
-        const r = yield* post(`${h.url}/v1/chat/completions`, chat("gpt-client-choice"))
+        }, { plan: ["configured-primary", "healthy"] })
+        const r = yield* post(`${h.url}/v1/chat/completions`, chat("down"))
         assert.strictEqual(r.status, 200)
         const body = JSON.parse(r.text)
         assert.strictEqual(body.model, "healthy")
         assert.strictEqual(body.choices[0].message.content, "All good.")
-        assert.strictEqual((yield* h.sim.requestsFor("gpt-client-choice")).length, 0)
+        assert.strictEqual((yield* h.sim.requestsFor("configured-primary")).length, 0)
         assert.strictEqual((yield* h.sim.requestsFor("down")).length, 2)
-        const streamed = yield* post(`${h.url}/v1/chat/completions`, chat("gpt-client-choice", { stream: true }))
+        const streamed = yield* post(`${h.url}/v1/chat/completions`, chat("down", { stream: true }))
         for (const line of streamed.text.split("\n").filter((l) => l.startsWith("data: {"))) {
           assert.strictEqual(JSON.parse(line.slice(6)).model, "healthy")
         }
         const models = JSON.parse((yield* get(`${h.url}/v1/models`)).text)
-        assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["down", "healthy"])
+        assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["configured-primary", "healthy"])
         assert.strictEqual(models.object, "list")
         assert.strictEqual(h.log[0]!.route, "openai-chat healthy")
       }).pipe(Effect.scoped),
     20_000
   )
 
-  it.live("without a plan, the configured model wins over the client's", () =>
-    Effect.gen(function*() {
-      const h = yield* relay({ models: healthy }, { model: "healthy" })
-      const r = yield* post(`${h.url}/v1/chat/completions`, chat("something-else"))
-      assert.strictEqual(JSON.parse(r.text).model, "healthy")
-      assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 1)
-      const models = JSON.parse((yield* get(`${h.url}/v1/models`)).text)
-      assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["healthy"])
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "without a plan, the client's model is asked for; the configured one is what /v1/models lists",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({ models: healthy }, { model: "healthy" })
+        const r = yield* post(`${h.url}/v1/chat/completions`, chat("something-else"))
+        assert.strictEqual(JSON.parse(r.text).model, "something-else")
+        assert.strictEqual((yield* h.sim.requestsFor("something-else")).length, 1)
+        const models = JSON.parse((yield* get(`${h.url}/v1/models`)).text)
+        assert.deepStrictEqual(models.data.map((m: { id: string }) => m.id), ["healthy"])
+      }).pipe(Effect.scoped),
+    20_000
+  )
 
   it.live(
     "the other endpoints: /healthz, the page, 404, and the protocols without a codec yet",

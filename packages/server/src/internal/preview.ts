@@ -13,7 +13,7 @@ import * as Generation from "@reprise/core/Generation"
 import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as Duration from "effect/Duration"
 import * as RelayProtocol from "../RelayProtocol.js"
-import type { Codec, Context } from "./downstream.js"
+import type { Codec, Context, StreamEncoder } from "./downstream.js"
 import * as Failure from "./failure.js"
 
 /** What the machine reads. @internal */
@@ -54,12 +54,19 @@ export class Machine {
   private context: Context
   private readonly extra: Readonly<Record<string, unknown>>
 
+  /** What writes this reply's frames: the codec's encoder for this reply, or the codec itself. */
+  private readonly frames: Pick<StreamEncoder, "open" | "delta" | "terminal" | "failure"> & {
+    readonly rollback?: StreamEncoder["rollback"] | undefined
+  }
+
   constructor(
     readonly codec: Codec,
     readonly mode: RelayProtocol.PreviewMode,
     context: Context
   ) {
     this.context = context
+    // a protocol whose frames depend on the ones before them encodes each reply with an encoder of its own
+    this.frames = codec.encoder?.() ?? codec
     // a reset event on Chat Completions has the shape of a usage chunk (RelayProtocol)
     this.extra = codec.protocol === "openai-chat" ? { choices: [] } : {}
   }
@@ -98,7 +105,7 @@ export class Machine {
   private open(context: Context): void {
     if (this.opened) return
     this.opened = true
-    this.hard(this.codec.open(context))
+    this.hard(this.frames.open(context))
   }
 
   /**
@@ -117,7 +124,7 @@ export class Machine {
   }
 
   private show(event: Generation.GenerationEvent): void {
-    const frames = this.codec.delta(this.context, this.fresh(event))
+    const frames = this.frames.delta(this.context, this.fresh(event))
     if (frames.length === 0) return
     this.open(this.context)
     this.hard(frames)
@@ -135,7 +142,7 @@ export class Machine {
   private fail(error: unknown): void {
     this.flush()
     const mapped = Failure.fromError(error)
-    if (this.started) this.hard(this.codec.failure(this.context, mapped.failure))
+    if (this.started) this.hard(this.frames.failure(this.context, mapped.failure))
     else this.out.push({ _tag: "Fail", mapped })
     this.done = true
   }
@@ -174,6 +181,8 @@ export class Machine {
           if (this.shown) this.fail(note.error)
         } else if (this.mode === "reset") {
           this.flush()
+          // the discarded attempt's items or blocks are closed; the next attempt's are new ones
+          this.hard(this.frames.rollback?.(this.context) ?? "")
           this.pending = {
             attempt: note.attempt,
             discardedChars: note.discardedText.length,
@@ -228,14 +237,14 @@ export class Machine {
       this.open(served)
       this.announced.clear()
       for (const event of this.buffer) {
-        const frames = this.codec.delta(served, this.fresh(event))
+        const frames = this.frames.delta(served, this.fresh(event))
         if (frames.length > 0) this.hard(frames)
       }
       this.buffer = []
     } else {
       this.open(this.context)
     }
-    this.hard(this.codec.terminal(served, reply))
+    this.hard(this.frames.terminal(served, reply))
     this.done = true
   }
 }

@@ -257,11 +257,16 @@ export const generation = (
       return refuse({ failure: { status: 400, type: "invalid_request_error", message, param } })
     }
 
-    // the routes come from the configuration: the client's model names the upstream model only when nothing fixes it
-    const plan = yield* Effect.serviceOption(Routes.Routes)
-    const model = Option.isSome(plan) ? plan.value.routes[0].model : settings.model ?? decoded.right.request.model
+    // the routes come from the configuration; the client's model (every codec requires one) goes to the primary
+    // route, and the fallbacks ask for their own
+    const configured = yield* Effect.serviceOption(Routes.Routes)
+    const model = decoded.right.request.model
+    const plan = Option.map(configured, ({ routes: [primary, ...fallbacks] }) =>
+      Routes.make({ ...primary, model }, ...fallbacks))
     const generationRequest: Generation.GenerationRequest = { ...decoded.right.request, model }
-    if (Option.isNone(plan)) stats.route = `${(yield* Provider.Provider).protocol} ${model}`
+    if (Option.isNone(plan)) {
+      stats.route = `${(yield* Provider.Provider).protocol} ${model}`
+    }
 
     // the concurrency limit: a slot for the life of the request's scope
     const admitted = yield* Effect.acquireRelease(
@@ -309,21 +314,23 @@ export const generation = (
       return Queue.offer(queue, { _tag: "Note", note })
     }
     // the reply runs in the request's scope: a client that goes away interrupts it, and with it the upstream request
-    const fiber = yield* Recovery.generate(generationRequest).pipe(
-      Effect.provideService(RecoveryNotifications.RecoveryNotifications, { notify }),
-      Effect.tap((reply) =>
-        Effect.sync(() => {
-          stats.attempts = reply.attempts
-          if (reply.route !== undefined) stats.route = reply.route.name
-        })
-      ),
-      Effect.onExit((exit) =>
-        Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)
-          ? Queue.offer(queue, { _tag: "End", error: Failure.squash(exit.cause) })
-          : Effect.void
-      ),
-      Effect.forkScoped
-    )
+    const generate = Recovery.generate(generationRequest)
+    const fiber = yield* (Option.isSome(plan) ? Effect.provideService(generate, Routes.Routes, plan.value) : generate)
+      .pipe(
+        Effect.provideService(RecoveryNotifications.RecoveryNotifications, { notify }),
+        Effect.tap((reply) =>
+          Effect.sync(() => {
+            stats.attempts = reply.attempts
+            if (reply.route !== undefined) stats.route = reply.route.name
+          })
+        ),
+        Effect.onExit((exit) =>
+          Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)
+            ? Queue.offer(queue, { _tag: "End", error: Failure.squash(exit.cause) })
+            : Effect.void
+        ),
+        Effect.forkScoped
+      )
 
     if (!streaming) {
       const exit = yield* Fiber.await(fiber)
