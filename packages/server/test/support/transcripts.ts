@@ -33,7 +33,7 @@ export const cutThenReplay = {
     ": reprise\n\n",
     chunk("gpt-4o-mini", { content: "The capital" }),
     chunk("gpt-4o-mini", { content: " of France is Paris" }),
-    chunk("gpt-4o-mini", { content: " — la Ville Lumière 🌟." }),
+    chunk("gpt-4o-mini", { content: " — la Ville Lumière." }),
     `event: reprise.commit\ndata: {"attempt":3,"attempts":3,"route":${fallback},"model":"gpt-4.1-mini-2025-04-14","usage":{"input_tokens":14,"output_tokens":12},"choices":[]}\n\n`,
     chunk("gpt-4o-mini", {}, "stop"),
     "data: [DONE]\n\n"
@@ -41,7 +41,7 @@ export const cutThenReplay = {
   /** The frame index after which attempt 2's text is on screen, before its rollback. */
   cutAt: 7,
   discarded: "The capital of Fr",
-  answer: "The capital of France is Paris — la Ville Lumière 🌟.",
+  answer: "The capital of France is Paris — la Ville Lumière.",
   notices: [
     "attempt 1 discarded: HTTP 503; retrying in 1.0 s",
     "attempt 2 discarded: connection reset; retrying in 0.3 s on fallback (gpt-4.1-mini)"

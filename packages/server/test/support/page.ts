@@ -1,0 +1,170 @@
+/**
+ * The chat page driven in a real headless Chromium (Debian's `chromium`, or `REPRISE_CHROMIUM`), through
+ * puppeteer-core. The scenarios take the base URL of anything that serves the page at `/` and the relay's
+ * `POST /v1/chat/completions`: the page test's scripted server, or the real relay in front of the simulator.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import puppeteer, { type Browser, type Page } from "puppeteer-core"
+
+/** Where Chromium is: `REPRISE_CHROMIUM`, else Debian's package. */
+export const chromium = process.env.REPRISE_CHROMIUM ?? "/usr/bin/chromium"
+
+/** A headless Chromium with a fresh profile, removed with the browser by `close`. */
+export const launch = async (): Promise<{ readonly browser: Browser; readonly close: () => Promise<void> }> => {
+  if (!fs.existsSync(chromium)) throw new Error(`no Chromium at ${chromium} (apt-get install chromium)`)
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-chromium-"))
+  const browser = await puppeteer.launch({
+    executablePath: chromium,
+    headless: true,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      `--user-data-dir=${profile}`
+    ]
+  })
+  return {
+    browser,
+    close: async () => {
+      await browser.close().catch(() => undefined)
+      fs.rmSync(profile, { recursive: true, force: true })
+    }
+  }
+}
+
+/** One change the page made to the reply of its last turn: text appended, or text removed. */
+export type Change =
+  | { readonly _tag: "added"; readonly text: string }
+  | { readonly _tag: "removed"; readonly text: string }
+  | { readonly _tag: "notice"; readonly text: string }
+
+/** What a scenario saw. */
+export interface PageRun {
+  /** The last turn's reply as the page shows it at the end. */
+  readonly answer: string
+  /** The last turn's state: `committed`, `failed` or `stopped`. */
+  readonly state: string
+  readonly notices: ReadonlyArray<string>
+  /** The line under a committed reply: route, model, attempts. */
+  readonly meta: string
+  /** Every change to the reply and its notices, in order, as the DOM went through them. */
+  readonly changes: ReadonlyArray<Change>
+  /** `METHOD url` of every request the page made, and of the ones that failed with why. */
+  readonly requests: ReadonlyArray<string>
+  readonly failed: ReadonlyArray<string>
+  readonly consoleErrors: ReadonlyArray<string>
+}
+
+/** What to ask. `during` runs once the request is sent, while the reply streams (the Stop scenario clicks in it). */
+export interface Scenario {
+  readonly model: string
+  readonly prompt?: string | undefined
+  readonly key?: string | undefined
+  readonly during?: ((page: Page) => Promise<void>) | undefined
+  /** Called with the page at the end, before it closes (a screenshot). */
+  readonly after?: ((page: Page) => Promise<void>) | undefined
+}
+
+// Records, in the page, every change of the replies and notices: a MutationObserver's records come in the order the
+// DOM changed, even when one task made several changes.
+const recorder = `
+window.__changes = [];
+new MutationObserver((records) => {
+  for (const record of records) {
+    const target = record.target;
+    if (!(target instanceof Element)) continue;
+    if (target.classList.contains("answer")) {
+      const removed = Array.from(record.removedNodes, (n) => n.textContent).join("");
+      if (removed !== "") window.__changes.push({ _tag: "removed", text: removed });
+      const added = Array.from(record.addedNodes, (n) => n.textContent).join("");
+      if (added !== "") window.__changes.push({ _tag: "added", text: added });
+    } else if (target.classList.contains("notices")) {
+      for (const n of record.addedNodes) window.__changes.push({ _tag: "notice", text: n.textContent });
+    }
+  }
+}).observe(document, { childList: true, subtree: true });
+`
+
+const lastTurn = `document.querySelector("#turns .turn:last-child")`
+
+/**
+ * Opens the page at `baseUrl`, asks `scenario.prompt` of `scenario.model` and waits until the turn ended (committed,
+ * failed or stopped).
+ */
+export const runPageScenario = async (
+  browser: Browser,
+  baseUrl: string,
+  scenario: Scenario
+): Promise<PageRun> => {
+  const page = await browser.newPage()
+  const requests: Array<string> = []
+  const failed: Array<string> = []
+  const consoleErrors: Array<string> = []
+  page.on("request", (request) => requests.push(`${request.method()} ${request.url()}`))
+  page.on(
+    "requestfailed",
+    (request) => failed.push(`${request.method()} ${request.url()} ${request.failure()?.errorText ?? ""}`)
+  )
+  page.on("console", (message) => {
+    if (message.type() === "error") consoleErrors.push(message.text())
+  })
+  page.on("pageerror", (error) => consoleErrors.push(String(error)))
+  try {
+    await page.setViewport({ width: 760, height: 600 })
+    await page.evaluateOnNewDocument(recorder)
+    const response = await page.goto(baseUrl, { waitUntil: "load" })
+    if (response === null || !response.ok()) throw new Error(`GET ${baseUrl}: ${response?.status()}`)
+    await page.locator("#model").fill(scenario.model)
+    if (scenario.key !== undefined) {
+      await page.evaluate(`document.getElementById("key-row").hidden = false`)
+      await page.locator("#key").fill(scenario.key)
+    }
+    await page.locator("#prompt").fill(scenario.prompt ?? "What is the capital of France?")
+    await page.locator("#send").click()
+    await page.waitForFunction(`${lastTurn} !== null`)
+    if (scenario.during !== undefined) await scenario.during(page)
+    await page.waitForFunction(`${lastTurn}.dataset.state !== "streaming"`, { timeout: 20_000 })
+    const seen = await page.evaluate(`({
+      answer: ${lastTurn}.querySelector(".answer").textContent,
+      state: ${lastTurn}.dataset.state,
+      notices: Array.from(${lastTurn}.querySelectorAll(".notice"), (n) => n.textContent),
+      meta: ${lastTurn}.querySelector(".meta").textContent,
+      changes: window.__changes
+    })`) as Pick<PageRun, "answer" | "state" | "notices" | "meta" | "changes">
+    if (scenario.after !== undefined) await scenario.after(page)
+    return { ...seen, requests, failed, consoleErrors }
+  } finally {
+    await page.close()
+  }
+}
+
+/** Waits until the last turn's reply shows `text` exactly. */
+export const waitForReply = (page: Page, text: string) =>
+  page.waitForFunction(`${lastTurn}?.querySelector(".answer").textContent === ${JSON.stringify(text)}`, {
+    timeout: 10_000
+  })
+
+/**
+ * The replies the page showed, one per attempt that showed any text: the text each had when removed, then the last
+ * one's. A page that glued an attempt's text to the next one's shows it here.
+ */
+export const shownReplies = (changes: ReadonlyArray<Change>): ReadonlyArray<string> => {
+  const replies: Array<string> = []
+  let current = ""
+  for (const change of changes) {
+    if (change._tag === "added") current += change.text
+    if (change._tag === "removed") {
+      if (change.text !== current) throw new Error(`removed ${JSON.stringify(change.text)} of ${current}`)
+      replies.push(current)
+      current = ""
+    }
+  }
+  if (current !== "") replies.push(current)
+  return replies
+}
