@@ -231,5 +231,7 @@ describe("the chat page", () => {
       assert.strictEqual(result.stored, JSON.stringify([[], [], ""]))
       const posts = server.seen.filter((s) => s.method === "POST")
       assert.deepStrictEqual(posts.map((p) => p.headers.authorization), [undefined, `Bearer ${key}`])
+      // the refused turn is not part of the conversation
+      assert.deepStrictEqual(posts[1]!.body.messages, [{ role: "user", content: "Hi" }])
     }))
 })

@@ -98,6 +98,8 @@ const ask = async (prompt) => {
   const answer = element("p", "answer");
   answer.setAttribute("aria-live", "polite");
   answer.setAttribute("aria-label", "Reply");
+  // read out once the reply settled, not delta by delta
+  answer.setAttribute("aria-busy", "true");
   const notices = element("ul", "notices");
   notices.setAttribute("role", "log");
   notices.setAttribute("aria-label", "Recovery notices");
@@ -107,6 +109,7 @@ const ask = async (prompt) => {
   const notice = (text, error) => notices.append(element("li", error ? "notice error" : "notice", text));
   const finish = (state, text) => {
     turn.dataset.state = state;
+    answer.setAttribute("aria-busy", "false");
     status.textContent = text;
     controller = undefined;
     busy(false);

@@ -8,12 +8,18 @@ import * as os from "node:os"
 import * as path from "node:path"
 import puppeteer, { type Browser, type Page } from "puppeteer-core"
 
-/** Where Chromium is: `REPRISE_CHROMIUM`, else Debian's package. */
-export const chromium = process.env.REPRISE_CHROMIUM ?? "/usr/bin/chromium"
+/** Where Chromium is: `REPRISE_CHROMIUM`, else the first `chromium` on the `PATH`, else Debian's package's path. */
+export const chromium = process.env.REPRISE_CHROMIUM ??
+  (process.env.PATH ?? "").split(path.delimiter).map((dir) => path.join(dir, "chromium")).find((file) =>
+    fs.existsSync(file)
+  ) ??
+  "/usr/bin/chromium"
 
 /** A headless Chromium with a fresh profile, removed with the browser by `close`. */
 export const launch = async (): Promise<{ readonly browser: Browser; readonly close: () => Promise<void> }> => {
-  if (!fs.existsSync(chromium)) throw new Error(`no Chromium at ${chromium} (apt-get install chromium)`)
+  if (!fs.existsSync(chromium)) {
+    throw new Error(`no Chromium at ${chromium} (apt-get install chromium, or set REPRISE_CHROMIUM)`)
+  }
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "reprise-chromium-"))
   const browser = await puppeteer.launch({
     executablePath: chromium,
