@@ -2,7 +2,13 @@
  * The chat page driven in a real headless Chromium (Debian's `chromium`, or `REPRISE_CHROMIUM`), through
  * puppeteer-core. The scenarios take the base URL of anything that serves the page at `/` and the relay's
  * `POST /v1/chat/completions`: the page test's scripted server, or the real relay in front of the simulator.
+ *
+ * Against the real relay: the simulator with fixtures/scripts/cut-then-ok.json behind the relay's openai-chat route,
+ * `runPageScenario(browser, relayUrl, { model })`, then `expectCutAndReplay(run, relayUrl, { answer: "This reply
+ * arrives after one cut attempt.", rollbacks: 1 })`. For Stop, a `drip` step, `during` waits with `waitForAnyReply`
+ * and clicks `#stop`, then `expectStopped(run, relayUrl)`, and the simulator's one request is `closed.by: "client"`.
  */
+import { assert } from "@effect/vitest"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -150,6 +156,10 @@ export const runPageScenario = async (
   }
 }
 
+/** Waits until the last turn's reply shows some text. */
+export const waitForAnyReply = (page: Page) =>
+  page.waitForFunction(`${lastTurn}?.querySelector(".answer").textContent !== ""`, { timeout: 10_000 })
+
 /** Waits until the last turn's reply shows `text` exactly. */
 export const waitForReply = (page: Page, text: string) =>
   page.waitForFunction(`${lastTurn}?.querySelector(".answer").textContent === ${JSON.stringify(text)}`, {
@@ -173,4 +183,40 @@ export const shownReplies = (changes: ReadonlyArray<Change>): ReadonlyArray<stri
   }
   if (current !== "") replies.push(current)
   return replies
+}
+
+/**
+ * What the page must have done with a reply whose attempts were rolled back `rollbacks` times before `answer`
+ * committed, whatever the texts: the answer alone at the end; each rolled-back attempt's text, if it showed any,
+ * removed whole before the next streamed; one notice per rollback; only its own origin asked.
+ */
+export const expectCutAndReplay = (
+  run: PageRun,
+  baseUrl: string,
+  expected: { readonly answer: string; readonly rollbacks: number }
+): void => {
+  assert.strictEqual(run.state, "committed")
+  assert.strictEqual(run.answer, expected.answer)
+  const replies = shownReplies(run.changes)
+  assert.strictEqual(replies.at(-1), expected.answer)
+  assert.isAtMost(replies.length, expected.rollbacks + 1)
+  assert.strictEqual(run.notices.length, expected.rollbacks)
+  for (const notice of run.notices) assert.match(notice, /^attempt \d+ discarded: \S.*$/)
+  assert.match(run.meta, new RegExp(`(^| · )${expected.rollbacks + 1} attempts$`))
+  expectOwnOrigin(run, baseUrl)
+  assert.deepStrictEqual(run.consoleErrors, [])
+}
+
+/** What a Stop must have done: the turn stopped, its one request aborted by the browser, no request after it. */
+export const expectStopped = (run: PageRun, baseUrl: string): void => {
+  const origin = new URL(baseUrl).origin
+  assert.strictEqual(run.state, "stopped")
+  assert.deepStrictEqual(run.failed, [`POST ${origin}/v1/chat/completions net::ERR_ABORTED`])
+  expectOwnOrigin(run, baseUrl)
+}
+
+/** The page loaded itself and asked `POST /v1/chat/completions` of its own origin once, and nothing else. */
+const expectOwnOrigin = (run: PageRun, baseUrl: string): void => {
+  const origin = new URL(baseUrl).origin
+  assert.deepStrictEqual(run.requests, [`GET ${baseUrl}`, `POST ${origin}/v1/chat/completions`])
 }
