@@ -158,13 +158,13 @@ export function make(onState?: (state: State) => void): Parser {
     }
     const choices = chunk.choices
     if (!Array.isArray(choices)) return
-    let text0 = ""
+    let content = ""
     for (const choice of choices as Array<Record<string, unknown> | null>) {
       if (choice === null || typeof choice !== "object" || (choice.index !== undefined && choice.index !== 0)) continue
       const delta = choice.delta as Record<string, unknown> | null | undefined
-      if (delta !== null && typeof delta === "object" && typeof delta.content === "string") text0 += delta.content
+      if (delta !== null && typeof delta === "object" && typeof delta.content === "string") content += delta.content
     }
-    if (text0 !== "") set({ ...state, preview: state.preview + text0 })
+    if (content !== "") set({ ...state, preview: state.preview + content })
   }
 
   const line = (text: string): void => {
