@@ -118,11 +118,16 @@ export const runPageScenario = async (
   const requests: Array<string> = []
   const failed: Array<string> = []
   const consoleErrors: Array<string> = []
-  page.on("request", (request) => requests.push(`${request.method()} ${request.url()}`))
-  page.on(
-    "requestfailed",
-    (request) => failed.push(`${request.method()} ${request.url()} ${request.failure()?.errorText ?? ""}`)
-  )
+  const pending = new Set<unknown>()
+  page.on("request", (request) => {
+    pending.add(request)
+    requests.push(`${request.method()} ${request.url()}`)
+  })
+  page.on("requestfinished", (request) => pending.delete(request))
+  page.on("requestfailed", (request) => {
+    pending.delete(request)
+    failed.push(`${request.method()} ${request.url()} ${request.failure()?.errorText ?? ""}`)
+  })
   page.on("console", (message) => {
     if (message.type() === "error") consoleErrors.push(message.text())
   })
@@ -149,6 +154,8 @@ export const runPageScenario = async (
       meta: ${lastTurn}.querySelector(".meta").textContent,
       changes: window.__changes
     })`) as Pick<PageRun, "answer" | "state" | "notices" | "meta" | "changes">
+    // the browser reports a request's end (an abort too) a little after the page saw it
+    for (let i = 0; pending.size > 0 && i < 100; i++) await new Promise((resolve) => setTimeout(resolve, 50))
     if (scenario.after !== undefined) await scenario.after(page)
     return { ...seen, requests, failed, consoleErrors }
   } finally {
