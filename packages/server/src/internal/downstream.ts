@@ -8,6 +8,10 @@
  * protocol's own shape, with no success terminal). Each returns complete SSE frames (`event:`/`data:` lines and the
  * blank line), possibly none.
  *
+ * A `ToolCallDelta` reaches `delta` with its `id` and `name` once: on the first delta of its `index` (in the attempt
+ * being shown) that carries them, and `undefined` on the later ones (providers repeat them on every delta; the relay
+ * drops the repeats), so that a codec announces a tool call exactly when they are set.
+ *
  * @internal
  */
 import type * as Generation from "@reprise/core/Generation"
@@ -19,6 +23,11 @@ export interface Decoded {
   readonly request: Generation.GenerationRequest
   /** Whether the client asked for a stream (`"stream": true`). */
   readonly stream: boolean
+  /**
+   * Chat Completions' `stream_options.include_usage`: a usage chunk after the finish chunk. Optional; the relay copies
+   * it into the {@link Context} of every frame. Other protocols leave it out.
+   */
+  readonly includeUsage?: boolean | undefined
 }
 
 /** A request the relay refuses before anything is sent upstream: 400 with the protocol's error body. */
@@ -36,6 +45,8 @@ export interface Context {
   readonly created: number
   /** The model the client asked for (reported until the serving model is known). */
   readonly model: string
+  /** The request's {@link Decoded.includeUsage}, when the codec's decode set it. */
+  readonly includeUsage?: boolean | undefined
 }
 
 /** The error a client is told, in any protocol's terms. @internal */
@@ -48,6 +59,8 @@ export interface Failure {
   readonly code?: string | undefined
   /** One line, never with a key. */
   readonly message: string
+  /** The request field at fault, for a request the relay refused (`messages[2].content`). Optional. */
+  readonly param?: string | undefined
 }
 
 /** @internal */
