@@ -75,7 +75,8 @@ const element = (tag, className, text) => {
   if (text !== undefined) node.textContent = text;
   return node;
 };
-const routeText = (route) => route ? route.name + " (" + route.model + ")" : "";
+// a route's name, and its model unless the name says it
+const routeText = (route) => route.name.includes(route.model) ? route.name : route.name + " (" + route.model + ")";
 const seconds = (ms) => (ms / 1000).toFixed(1) + " s";
 const rollbackText = (r) => {
   let text = "attempt " + r.attempt + " discarded: " + r.reason;
