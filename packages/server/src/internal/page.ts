@@ -126,7 +126,11 @@ const ask = async (prompt) => {
       else answer.textContent = text;
       shown = text;
     }
-    if (!state.done && state.attempt) {
+    const last = state.rollbacks[state.rollbacks.length - 1];
+    if (state.done || !state.attempt) return;
+    if (last && last.attempt === state.attempt.attempt) {
+      status.textContent = last.nextAttempt !== undefined ? "retrying: attempt " + last.nextAttempt + " next" : "";
+    } else {
       status.textContent = "attempt " + state.attempt.attempt + " of " + state.attempt.maxAttempts +
         (state.attempt.route ? " on " + routeText(state.attempt.route) : "");
     }
