@@ -48,7 +48,7 @@ import * as AnthropicCodec from "./internal/codec/anthropic.js"
 import * as ChatCodec from "./internal/codec/chat.js"
 import * as ResponsesCodec from "./internal/codec/responses.js"
 import type { Codec } from "./internal/downstream.js"
-import { html } from "./internal/page.js"
+import * as Page from "./internal/page.js"
 import * as Engine from "./internal/relay.js"
 import type * as RelayProtocol from "./RelayProtocol.js"
 
@@ -248,7 +248,17 @@ export const router = (options: Options = {}): HttpRouter.HttpRouter<never, Prov
           })))
     ),
     HttpRouter.get("/healthz", HttpServerResponse.unsafeJson({ status: "ok" })),
-    HttpRouter.get("/", HttpServerResponse.html(html)),
+    HttpRouter.get(
+      "/",
+      Effect.map(Effect.serviceOption(Routes.Routes), (plan) =>
+        HttpServerResponse.text(
+          Page.render({
+            model: Option.isSome(plan) ? plan.value.routes[0].model : settings.model,
+            keyRequired: settings.keys.length > 0
+          }),
+          { headers: Page.headers }
+        ))
+    ),
     HttpRouter.catchAll((_: HttpServerError.RouteNotFound) => Effect.succeed(notFound))
   )
 }

@@ -56,7 +56,7 @@ describe("the chat page, served by the relay", () => {
           }
         }, { plan: ["flaky", "healthy"] })
         const { browser: chromium } = yield* browser
-        const run = yield* Effect.promise(() => runPageScenario(chromium, `${h.url}/`, { model: "anything" }))
+        const run = yield* Effect.promise(() => runPageScenario(chromium, `${h.url}/`, { model: "flaky" }))
         expectCutAndReplay(run, `${h.url}/`, { answer: TEXT, rollbacks: 2 })
         assert.deepStrictEqual(shownReplies(run.changes), ["One", "One", TEXT])
         assert.match(run.notices[0]!, /^attempt 1 discarded: connection reset; retrying in \d+\.\d s$/)

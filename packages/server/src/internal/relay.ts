@@ -270,7 +270,9 @@ export const generation = (
 
     // the concurrency limit: a slot for the life of the request's scope
     const admitted = yield* Effect.acquireRelease(
-      Effect.sync(() => slots.active < settings.maxConcurrent ? (slots.active++, true) : false),
+      Effect.sync(() =>
+        slots.active < settings.maxConcurrent ? (slots.active++, true) : false
+      ),
       (ok) => ok ? Effect.sync(() => void slots.active--) : Effect.void
     )
     if (!admitted) {
