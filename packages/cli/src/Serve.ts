@@ -41,8 +41,7 @@ export interface Options {
 const usage = (detail: string) => Effect.fail(new UsageError({ detail }))
 
 /** Whether `host` is a loopback address (the relay's rule: `localhost`, `::1`, `127.x.y.z`). */
-const loopback = (host: string): boolean =>
-  host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
+const loopback = (host: string): boolean => host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
 
 /** A URL's host part: an IPv6 address in brackets. */
 const hostOfUrl = (host: string) => host.includes(":") ? `[${host}]` : host
@@ -60,7 +59,12 @@ export const run = (parsed: Settings.UpstreamParsed, options: Options) =>
       return yield* usage(`--port must be between 0 and 65535, got ${options.port}`)
     }
     if (options.host.trim() === "") return yield* usage("--host must name an address, got an empty one")
-    for (const [flag, value] of [["--max-concurrent", options.maxConcurrent], ["--max-body-bytes", options.maxBodyBytes]] as const) {
+    for (
+      const [flag, value] of [["--max-concurrent", options.maxConcurrent], [
+        "--max-body-bytes",
+        options.maxBodyBytes
+      ]] as const
+    ) {
       if (Option.isSome(value) && value.value < 1) return yield* usage(`${flag} must be at least 1, got ${value.value}`)
     }
     const keys = yield* Effect.mapError(
