@@ -5,12 +5,23 @@
  * what the caller got (exit, stdout, the `--json` commit's model and usage) and what the provider saw (the simulator's
  * request log: attempts per model, their times), then a healthy `fb-ok` call through the same system.
  *
- *   node --import tsx bench/failoverbench.ts [--profile full|fast] [--config interactive|defaults] [--only S01,S15]
+ *   node --import tsx bench/failoverbench.ts [--system cli|relay] [--profile full|fast] [--config interactive|defaults]
+ *     [--only S01,S15]
  *
  * `interactive` is the configuration docs/routes.md gives (a fallback route, the interactive bounds); `defaults` is
- * the CLI with no flag but the fallback. Each check is the catalogue's; the grading code is ours. Not part of
+ * the CLI with no flag but the fallback.
+ *
+ * `--system relay` grades `reprise serve` as the gateway instead: the relay runs with the same upstream flags (the
+ * scenario's model as the primary route, its fallback from `--fallback`), and each call is what failoverbench's
+ * `endpoint` adapter makes, a plain OpenAI-compatible streaming client: `fetch` POST `/v1/chat/completions` with
+ * `stream: true` and `stream_options.include_usage`, the content the concatenated deltas, the model the chunks',
+ * the usage the usage chunk's; an HTTP error or an in-band `{"error": …}` chunk is an error, and a success needs a
+ * `finish_reason` and then `[DONE]`. The relay serves its configured plan whatever the request's `model` says, so
+ * it is started once per scenario with `--model` set to the scenario's model; the alive probe goes through the same
+ * relay process (same circuits), asking for the healthy model. Each check is the catalogue's; the grading code is ours. Not part of
  * `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
  */
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { Effect, Exit, Scope } from "effect"
@@ -46,11 +57,12 @@ const arg = (name: string, fallback: string) => {
 }
 const profile = arg("profile", "full") as Failoverbench.Profile
 const config = arg("config", "interactive")
+const system = arg("system", "cli")
+if (system !== "cli" && system !== "relay") throw new Error(`--system must be cli or relay, got ${system}`)
 const only = arg("only", "").split(",").filter((s) => s.length > 0)
 
-const flags = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
-  "chat",
-  "--json",
+/** The upstream flags `chat` and `serve` share: the primary route, its fallback, the configuration's bounds. */
+const upstream = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
   "--provider",
   "openai-chat",
   "--base-url",
@@ -60,17 +72,25 @@ const flags = (baseUrl: string, model: string, fallback: string | undefined): Ar
   ...(fallback === undefined ? [] : ["--fallback", `openai-chat:${fallback}@${baseUrl},context=200000`]),
   ...(config === "interactive"
     ? ["--deadline", "40", "--first-byte-timeout", "10000", "--first-token-timeout", "5000", "--idle-timeout", "10000"]
-    : []),
+    : [])
+]
+
+const flags = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
+  "chat",
+  "--json",
+  ...upstream(baseUrl, model, fallback),
   "--",
   prompt
 ]
+
+const key = "sk-failoverbench-loopback"
 
 /** One call of the CLI, killed at `limit` seconds (a hang is a result). */
 const call = (baseUrl: string, model: string, fallback: string | undefined, limit: number): Promise<Call> =>
   new Promise((resolve) => {
     const start = performance.now()
     const child = ChildProcess.spawn(process.execPath, [bin, ...flags(baseUrl, model, fallback)], {
-      env: { ...process.env, OPENAI_API_KEY: "sk-failoverbench-loopback" },
+      env: { ...process.env, OPENAI_API_KEY: key },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -95,6 +115,139 @@ const call = (baseUrl: string, model: string, fallback: string | undefined, limi
         usage: commit?.usage ?? undefined,
         error: error?.message ?? stderr.trim().split("\n").at(-1) ?? "",
         seconds: (performance.now() - start) / 1000
+      })
+    })
+  })
+
+/**
+ * One call as failoverbench's `endpoint` adapter makes it: a plain streaming Chat Completions request to `url`,
+ * aborted at `limit` seconds (a hang is a result).
+ */
+const endpointCall = async (url: string, model: string, limit: number): Promise<Call> => {
+  const start = performance.now()
+  const abort = new AbortController()
+  let hang = false
+  const timer = setTimeout(() => {
+    hang = true
+    abort.abort()
+  }, (limit + 1) * 1000)
+  let content = ""
+  let reported: string | undefined
+  let usage: unknown
+  let error = ""
+  let finished = false
+  let done = false
+  try {
+    const response = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer failoverbench" },
+      body: JSON.stringify({
+        model,
+        messages: [{ role: "user", content: prompt }],
+        stream: true,
+        stream_options: { include_usage: true }
+      }),
+      signal: abort.signal
+    })
+    if (response.status !== 200) {
+      const body = await response.text()
+      let message = body
+      try {
+        message = JSON.parse(body).error?.message ?? body
+      } catch {
+        // not JSON: the body as it is
+      }
+      error = `HTTP ${response.status}: ${message}`
+    } else {
+      const decoder = new TextDecoder()
+      let buffer = ""
+      for await (const bytes of response.body!) {
+        buffer += decoder.decode(bytes as Uint8Array, { stream: true })
+        let end: number
+        while ((end = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, end).replace(/\r$/, "")
+          buffer = buffer.slice(end + 1)
+          if (!line.startsWith("data:")) continue
+          const data = line.slice(5).trim()
+          if (data === "[DONE]") {
+            done = true
+            continue
+          }
+          const chunk = JSON.parse(data)
+          if (chunk.error !== undefined) {
+            error = chunk.error?.message ?? JSON.stringify(chunk.error)
+            continue
+          }
+          if (typeof chunk.model === "string") reported = chunk.model
+          if (chunk.usage) usage = chunk.usage
+          for (const choice of chunk.choices ?? []) {
+            content += choice.delta?.content ?? ""
+            if (choice.finish_reason) finished = true
+          }
+        }
+      }
+      if (error === "" && !(finished && done)) {
+        error = finished ? "the stream ended without [DONE]" : "the stream ended without a finish_reason"
+      }
+    }
+  } catch (cause) {
+    error = hang ? "no answer within the limit" : String(cause)
+  } finally {
+    clearTimeout(timer)
+  }
+  return {
+    ok: !hang && error === "" && finished && done,
+    hang,
+    content,
+    model: reported,
+    usage,
+    error,
+    seconds: (performance.now() - start) / 1000
+  }
+}
+
+/** The system under test for one scenario: a call of `model`, the alive probe, and the end of the system. */
+interface Gateway {
+  readonly call: (model: string, limit: number) => Promise<Call>
+  readonly alive: () => Promise<Call>
+  readonly close: () => Promise<void>
+}
+
+const cliGateway = (baseUrl: string, fallback: string): Gateway => ({
+  call: (model, limit) => call(baseUrl, model, fallback, limit),
+  alive: () => call(baseUrl, Failoverbench.healthyModel, undefined, 10),
+  close: async () => {}
+})
+
+/** `reprise serve` with the scenario's model as the primary route and its fallback; calls go to its URL. */
+const relayGateway = (baseUrl: string, model: string, fallback: string): Promise<Gateway> =>
+  new Promise((resolve, reject) => {
+    const child = ChildProcess.spawn(process.execPath, [
+      bin,
+      "serve",
+      "--port",
+      "0",
+      ...upstream(baseUrl, model, fallback)
+    ], {
+      env: { ...process.env, OPENAI_API_KEY: key },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    const closed = new Promise<void>((done) => child.on("close", () => done()))
+    child.stderr.on("data", (d) => (stderr += d))
+    child.on("close", (code) => reject(new Error(`reprise serve exited ${code}: ${stderr}`)))
+    child.stdout.on("data", (d) => {
+      stdout += d
+      const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1]
+      if (url === undefined) return
+      resolve({
+        call: (m, limit) => endpointCall(url, m, limit),
+        alive: () => endpointCall(url, Failoverbench.healthyModel, 10),
+        close: () => {
+          child.kill("SIGINT")
+          return closed
+        }
       })
     })
   })
@@ -126,6 +279,9 @@ const main = Effect.gen(function*() {
         (rs) => rs.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action }))
       )
     const checks: Array<Check> = []
+    const gateway = system === "relay"
+      ? yield* Effect.promise(() => relayGateway(baseUrl, s.model, s.fallback))
+      : cliGateway(baseUrl, s.fallback)
     let got: Call
     if (s.id === "S15") {
       const down = t.outageMs / 1000
@@ -136,7 +292,7 @@ const main = Effect.gen(function*() {
         const wait = since + i * interval * 1000 - Date.now()
         if (wait > 0) yield* Effect.promise(() => new Promise((r) => setTimeout(r, wait)))
         const sent = (Date.now() - since) / 1000
-        items.push({ sent, call: yield* Effect.promise(() => call(baseUrl, s.model, s.fallback, 30)) })
+        items.push({ sent, call: yield* Effect.promise(() => gateway.call(s.model, 30)) })
       }
       const primary = yield* log(s.model)
       const during = items.filter((it) => it.sent < down)
@@ -163,12 +319,13 @@ const main = Effect.gen(function*() {
       const failed = items.find((it) => !it.call.ok)
       got = failed?.call ?? items.at(-1)!.call
     } else {
-      got = yield* Effect.promise(() => call(baseUrl, s.model, s.fallback, catalogue[s.id]!.maxWall))
+      got = yield* Effect.promise(() => gateway.call(s.model, catalogue[s.id]!.maxWall))
       const primary = yield* log(s.model)
       const fallback = yield* log(s.fallback)
       checks.push(...catalogue[s.id]!.checks(got, primary, fallback))
     }
-    const alive = yield* Effect.promise(() => call(baseUrl, Failoverbench.healthyModel, undefined, 10))
+    const alive = yield* Effect.promise(() => gateway.alive())
+    yield* Effect.promise(() => gateway.close())
     if (["S09", "S10"].includes(s.id)) {
       checks.push(check("alive_after", "required", alive.ok, alive.ok ? "healthy call succeeded" : alive.error))
     }
@@ -188,7 +345,9 @@ const main = Effect.gen(function*() {
   }
   const tally = (v: string) => rows.filter((r) => r.verdict === v).length
   console.log(
-    `\nreprise CLI, ${config} configuration, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${
+    `\n${
+      system === "relay" ? "reprise serve (relay, endpoint client)" : "reprise CLI"
+    }, ${config} configuration, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${
       tally("safe")
     } safe, ${tally("fail")} fail`
   )
@@ -312,7 +471,8 @@ const catalogue: Record<
   }
 }
 
-Effect.runPromise(Effect.scoped(main)).then(
+// the simulator reads a script's fixtures through the platform's file system
+Effect.runPromise(Effect.scoped(main).pipe(Effect.provide(NodeContext.layer))).then(
   () => process.exit(0),
   (error) => {
     console.error(error)
