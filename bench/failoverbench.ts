@@ -17,8 +17,8 @@
  * `stream: true` and `stream_options.include_usage`, the content the concatenated deltas, the model the chunks',
  * the usage the usage chunk's; an HTTP error or an in-band `{"error": …}` chunk is an error, and a success needs a
  * `finish_reason` and then `[DONE]`. The relay serves its configured plan whatever the request's `model` says, so
- * it is started once per scenario with `--model` set to the scenario's model; the alive probe goes through the same
- * relay process (same circuits), asking for the healthy model. Each check is the catalogue's; the grading code is ours. Not part of
+ * it is started once per scenario with `--model` set to the scenario's model (and the scenario's fallback), and the
+ * alive probe is a relay of its own with `--model fb-ok`, as the CLI's probe is a process of its own. Each check is the catalogue's; the grading code is ours. Not part of
  * `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -220,7 +220,7 @@ const cliGateway = (baseUrl: string, fallback: string): Gateway => ({
 })
 
 /** `reprise serve` with the scenario's model as the primary route and its fallback; calls go to its URL. */
-const relayGateway = (baseUrl: string, model: string, fallback: string): Promise<Gateway> =>
+const relayGateway = (baseUrl: string, model: string, fallback: string | undefined): Promise<Gateway> =>
   new Promise((resolve, reject) => {
     const child = ChildProcess.spawn(process.execPath, [
       bin,
@@ -243,7 +243,13 @@ const relayGateway = (baseUrl: string, model: string, fallback: string): Promise
       if (url === undefined) return
       resolve({
         call: (m, limit) => endpointCall(url, m, limit),
-        alive: () => endpointCall(url, Failoverbench.healthyModel, 10),
+        // a relay serves its plan whatever the request's model: the healthy model is asked of a relay of its own
+        alive: () =>
+          relayGateway(baseUrl, Failoverbench.healthyModel, undefined).then(async (probe) => {
+            const got = await probe.call(Failoverbench.healthyModel, 10)
+            await probe.close()
+            return got
+          }),
         close: () => {
           child.kill("SIGINT")
           return closed
