@@ -6,7 +6,7 @@
  * request log: attempts per model, their times), then a healthy `fb-ok` call through the same system.
  *
  *   node --import tsx bench/failoverbench.ts [--system cli|relay] [--profile full|fast] [--config interactive|defaults]
- *     [--only S01,S15]
+ *     [--only S01,S15] [--fleet redis://127.0.0.1:PORT/0]
  *
  * `interactive` is the configuration docs/routes.md gives (a fallback route, the interactive bounds); `defaults` is
  * the CLI with no flag but the fallback.
@@ -21,10 +21,9 @@
  * alive probe is a relay of its own with `--model fb-ok`, as the CLI's probe is a process of its own. Each check is the catalogue's; the grading code is ours. Not part of
  * `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
-import { Effect, Exit, Scope } from "effect"
+import { Effect } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -60,6 +59,8 @@ const config = arg("config", "interactive")
 const system = arg("system", "cli")
 if (system !== "cli" && system !== "relay") throw new Error(`--system must be cli or relay, got ${system}`)
 const only = arg("only", "").split(",").filter((s) => s.length > 0)
+/** A fleet's Redis (`redis://…`): every call of the CLI then shares its circuits and budget with the others. */
+const fleet = arg("fleet", "")
 
 /** The upstream flags `chat` and `serve` share: the primary route, its fallback, the configuration's bounds. */
 const upstream = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
@@ -70,6 +71,7 @@ const upstream = (baseUrl: string, model: string, fallback: string | undefined):
   "--model",
   model,
   ...(fallback === undefined ? [] : ["--fallback", `openai-chat:${fallback}@${baseUrl},context=200000`]),
+  ...(fleet === "" ? [] : ["--fleet", fleet]),
   ...(config === "interactive"
     ? ["--deadline", "40", "--first-byte-timeout", "10000", "--first-token-timeout", "5000", "--idle-timeout", "10000"]
     : [])
@@ -271,7 +273,7 @@ const verdict = (ideal: "success" | "error", got: Call, checks: ReadonlyArray<Ch
 const check = (id: string, severity: Severity, ok: boolean, detail: string): Check => ({ id, severity, ok, detail })
 
 const main = Effect.gen(function*() {
-  const sim = yield* Simulator.make()
+  const sim = yield* Simulator.Simulator
   const baseUrl = sim.baseUrl("openai-chat")
   const t = Failoverbench.timings[profile]
   const rows: Array<{ id: string; title: string; verdict: string; checks: ReadonlyArray<Check>; got: Call }> = []
@@ -351,11 +353,12 @@ const main = Effect.gen(function*() {
   }
   const tally = (v: string) => rows.filter((r) => r.verdict === v).length
   console.log(
-    `\n${
-      system === "relay" ? "reprise serve (relay, endpoint client)" : "reprise CLI"
-    }, ${config} configuration, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${
-      tally("safe")
-    } safe, ${tally("fail")} fail`
+    `
+${system === "relay" ? "reprise serve (relay, endpoint client)" : "reprise CLI"}, ${config} configuration${
+      fleet === "" ? "" : ", with a fleet"
+    }, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${tally("safe")} safe, ${
+      tally("fail")
+    } fail`
   )
 })
 
@@ -477,14 +480,10 @@ const catalogue: Record<
   }
 }
 
-// the simulator reads a script's fixtures through the platform's file system
-Effect.runPromise(Effect.scoped(main).pipe(Effect.provide(NodeContext.layer))).then(
+Effect.runPromise(Effect.provide(main, Simulator.layer())).then(
   () => process.exit(0),
   (error) => {
     console.error(error)
     process.exit(1)
   }
 )
-
-void Exit
-void Scope
