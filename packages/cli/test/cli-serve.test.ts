@@ -126,7 +126,10 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
         [["--port", "70000"], /--port must be between 0 and 65535, got 70000/],
         [["--prot", "1"], /unknown option '--prot' for 'reprise serve' \(did you mean '--port'\?\)/],
-        [["--preview", "sometimes"], /hold, live, reset/],
+        [
+          ["--preview", "sometimes"],
+          /--preview got 'sometimes': Expected one of the following cases: hold, live, reset/
+        ],
         [["--max-concurrent", "0"], /--max-concurrent must be at least 1, got 0/],
         [["--max-body-bytes", "0"], /--max-body-bytes must be at least 1, got 0/],
         [["--max-attempts", "0"], /--max-attempts must be at least 1, got 0/],
