@@ -59,14 +59,10 @@ export const run = (parsed: Settings.UpstreamParsed, options: Options) =>
       return yield* usage(`--port must be between 0 and 65535, got ${options.port}`)
     }
     if (options.host.trim() === "") return yield* usage("--host must name an address, got an empty one")
-    for (
-      const [flag, value] of [["--max-concurrent", options.maxConcurrent], [
-        "--max-body-bytes",
-        options.maxBodyBytes
-      ]] as const
-    ) {
-      if (Option.isSome(value) && value.value < 1) return yield* usage(`${flag} must be at least 1, got ${value.value}`)
-    }
+    const tooSmall = (flag: string, value: Option.Option<number>) =>
+      Option.isSome(value) && value.value < 1 ? usage(`${flag} must be at least 1, got ${value.value}`) : Effect.void
+    yield* tooSmall("--max-concurrent", options.maxConcurrent)
+    yield* tooSmall("--max-body-bytes", options.maxBodyBytes)
     const keys = yield* Effect.mapError(
       Relay.keysConfig,
       // never the value: only which variable could not be read
