@@ -5,8 +5,8 @@
  * what the caller got (exit, stdout, the `--json` commit's model and usage) and what the provider saw (the simulator's
  * request log: attempts per model, their times), then a healthy `fb-ok` call through the same system.
  *
- *   node --import tsx bench/failoverbench.ts [--system cli|relay] [--profile full|fast] [--config interactive|defaults]
- *     [--only S01,S15] [--fleet redis://127.0.0.1:PORT/0]
+ *   node --import tsx bench/failoverbench.ts [--system cli|relay [--relay per-scenario|once]] [--profile full|fast]
+ *     [--config interactive|defaults] [--only S01,S15] [--fleet redis://127.0.0.1:PORT/0]
  *
  * `interactive` is the configuration docs/routes.md gives (a fallback route, the interactive bounds); `defaults` is
  * the CLI with no flag but the fallback.
@@ -17,9 +17,13 @@
  * `stream: true` and `stream_options.include_usage`, the content the concatenated deltas, the model the chunks',
  * the usage the usage chunk's; an HTTP error or an in-band `{"error": …}` chunk is an error, and a success needs a
  * `finish_reason` and then `[DONE]`. The relay serves its configured plan whatever the request's `model` says, so
- * it is started once per scenario with `--model` set to the scenario's model (and the scenario's fallback), and the
- * alive probe is a relay of its own with `--model fb-ok`, as the CLI's probe is a process of its own. Each check is the catalogue's; the grading code is ours. Not part of
- * `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
+ * by default (`--relay per-scenario`) it is started once per scenario with `--model` set to the scenario's model (and
+ * the scenario's fallback), and the alive probe is a relay of its own with `--model fb-ok`, as the CLI's probe is a
+ * process of its own. `--relay once` runs one relay for the whole run (`--model fb-ok --fallback fb-ok`), as a gateway
+ * is deployed, each call's `model` naming the scenario: it grades correctly only once the relay sends a request's
+ * `model` to its primary route.
+ *
+ * Each check is the catalogue's; the grading code is ours. Not part of `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
  */
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
@@ -57,6 +61,15 @@ const arg = (name: string, fallback: string) => {
 const profile = arg("profile", "full") as Failoverbench.Profile
 const config = arg("config", "interactive")
 const system = arg("system", "cli")
+/**
+ * `per-scenario`: a relay per scenario, `--model` the scenario's; `once`: one relay for the whole run, `--model fb-ok
+ * --fallback fb-ok`, each call's `model` choosing the scenario (needs a relay that sends the request's model to its
+ * primary route).
+ */
+const relayMode = arg("relay", "per-scenario")
+if (relayMode !== "per-scenario" && relayMode !== "once") {
+  throw new Error(`--relay must be per-scenario or once, got ${relayMode}`)
+}
 if (system !== "cli" && system !== "relay") throw new Error(`--system must be cli or relay, got ${system}`)
 const only = arg("only", "").split(",").filter((s) => s.length > 0)
 /** A fleet's Redis (`redis://…`): every call of the CLI then shares its circuits and budget with the others. */
@@ -222,7 +235,12 @@ const cliGateway = (baseUrl: string, fallback: string): Gateway => ({
 })
 
 /** `reprise serve` with the scenario's model as the primary route and its fallback; calls go to its URL. */
-const relayGateway = (baseUrl: string, model: string, fallback: string | undefined): Promise<Gateway> =>
+const relayGateway = (
+  baseUrl: string,
+  model: string,
+  fallback: string | undefined,
+  probe: "own relay" | "same relay"
+): Promise<Gateway> =>
   new Promise((resolve, reject) => {
     const child = ChildProcess.spawn(process.execPath, [
       bin,
@@ -245,13 +263,15 @@ const relayGateway = (baseUrl: string, model: string, fallback: string | undefin
       if (url === undefined) return
       resolve({
         call: (m, limit) => endpointCall(url, m, limit),
-        // a relay serves its plan whatever the request's model: the healthy model is asked of a relay of its own
+        // per scenario, the relay serves its plan whatever the request's model: the probe gets a relay of its own
         alive: () =>
-          relayGateway(baseUrl, Failoverbench.healthyModel, undefined).then(async (probe) => {
-            const got = await probe.call(Failoverbench.healthyModel, 10)
-            await probe.close()
-            return got
-          }),
+          probe === "same relay"
+            ? endpointCall(url, Failoverbench.healthyModel, 10)
+            : relayGateway(baseUrl, Failoverbench.healthyModel, undefined, "same relay").then(async (own) => {
+              const got = await own.alive()
+              await own.close()
+              return got
+            }),
         close: () => {
           child.kill("SIGINT")
           return closed
@@ -277,6 +297,11 @@ const main = Effect.gen(function*() {
   const baseUrl = sim.baseUrl("openai-chat")
   const t = Failoverbench.timings[profile]
   const rows: Array<{ id: string; title: string; verdict: string; checks: ReadonlyArray<Check>; got: Call }> = []
+  const shared = system === "relay" && relayMode === "once"
+    ? yield* Effect.promise(() =>
+      relayGateway(baseUrl, Failoverbench.healthyModel, Failoverbench.healthyModel, "same relay")
+    )
+    : undefined
   for (const s of Failoverbench.scenarios) {
     if (only.length > 0 && !only.includes(s.id)) continue
     yield* sim.setScript(Failoverbench.script(profile))
@@ -287,9 +312,9 @@ const main = Effect.gen(function*() {
         (rs) => rs.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action }))
       )
     const checks: Array<Check> = []
-    const gateway = system === "relay"
-      ? yield* Effect.promise(() => relayGateway(baseUrl, s.model, s.fallback))
-      : cliGateway(baseUrl, s.fallback)
+    const gateway = shared ?? (system === "relay"
+      ? yield* Effect.promise(() => relayGateway(baseUrl, s.model, s.fallback, "own relay"))
+      : cliGateway(baseUrl, s.fallback))
     let got: Call
     if (s.id === "S15") {
       const down = t.outageMs / 1000
@@ -333,7 +358,7 @@ const main = Effect.gen(function*() {
       checks.push(...catalogue[s.id]!.checks(got, primary, fallback))
     }
     const alive = yield* Effect.promise(() => gateway.alive())
-    yield* Effect.promise(() => gateway.close())
+    if (gateway !== shared) yield* Effect.promise(() => gateway.close())
     if (["S09", "S10"].includes(s.id)) {
       checks.push(check("alive_after", "required", alive.ok, alive.ok ? "healthy call succeeded" : alive.error))
     }
@@ -351,6 +376,7 @@ const main = Effect.gen(function*() {
       }${got.ok ? "" : `  error: ${got.error.slice(0, 100)}`}`
     )
   }
+  if (shared !== undefined) yield* Effect.promise(() => shared.close())
   const tally = (v: string) => rows.filter((r) => r.verdict === v).length
   console.log(
     `
