@@ -121,6 +121,34 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       assert.notInclude(child.stdout() + child.stderr(), KEY)
     })))
 
+  it.effect("an upstream error that quotes the key reaches neither the client nor the relay's output", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      yield* sim.setScript({
+        routes: {
+          "openai-chat": {
+            steps: [{
+              kind: "status",
+              status: 400,
+              error: { type: "invalid_request_error", code: "bad", message: `no such thing for key ${KEY}` }
+            }]
+          }
+        }
+      })
+      const { child, url } = yield* relay(serveArgs(sim.baseUrl("openai-chat"), "--model", "m"))
+      const response = yield* Effect.promise(() =>
+        fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], stream: true })
+        }).then(async (r) => ({ status: r.status, text: await r.text() }))
+      )
+      assert.strictEqual(response.status, 400)
+      assert.notInclude(response.text, KEY)
+      yield* child.awaitStderr(/POST \/v1\/chat\/completions 400/, "10 seconds")
+      assert.notInclude(child.stdout() + child.stderr(), KEY)
+    })))
+
   it.effect("bad flags are usage errors naming the flag, exit 2, and nothing listens", () =>
     Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
