@@ -5,12 +5,25 @@
  * what the caller got (exit, stdout, the `--json` commit's model and usage) and what the provider saw (the simulator's
  * request log: attempts per model, their times), then a healthy `fb-ok` call through the same system.
  *
- *   node --import tsx bench/failoverbench.ts [--profile full|fast] [--config interactive|defaults] [--only S01,S15]
- *     [--fleet redis://127.0.0.1:PORT/0]
+ *   node --import tsx bench/failoverbench.ts [--system cli|relay [--relay per-scenario|once]] [--profile full|fast]
+ *     [--config interactive|defaults] [--only S01,S15] [--fleet redis://127.0.0.1:PORT/0]
  *
  * `interactive` is the configuration docs/routes.md gives (a fallback route, the interactive bounds); `defaults` is
- * the CLI with no flag but the fallback. Each check is the catalogue's; the grading code is ours. Not part of
- * `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
+ * the CLI with no flag but the fallback.
+ *
+ * `--system relay` grades `reprise serve` as the gateway instead: the relay runs with the same upstream flags (the
+ * scenario's model as the primary route, its fallback from `--fallback`), and each call is what failoverbench's
+ * `endpoint` adapter makes, a plain OpenAI-compatible streaming client: `fetch` POST `/v1/chat/completions` with
+ * `stream: true` and `stream_options.include_usage`, the content the concatenated deltas, the model the chunks',
+ * the usage the usage chunk's; an HTTP error or an in-band `{"error": …}` chunk is an error, and a success needs a
+ * `finish_reason` and then `[DONE]`. The relay serves its configured plan whatever the request's `model` says, so
+ * by default (`--relay per-scenario`) it is started once per scenario with `--model` set to the scenario's model (and
+ * the scenario's fallback), and the alive probe is a relay of its own with `--model fb-ok`, as the CLI's probe is a
+ * process of its own. `--relay once` runs one relay for the whole run (`--model fb-ok --fallback fb-ok`), as a gateway
+ * is deployed, each call's `model` naming the scenario: it grades correctly only once the relay sends a request's
+ * `model` to its primary route.
+ *
+ * Each check is the catalogue's; the grading code is ours. Not part of `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
  */
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
@@ -47,13 +60,23 @@ const arg = (name: string, fallback: string) => {
 }
 const profile = arg("profile", "full") as Failoverbench.Profile
 const config = arg("config", "interactive")
+const system = arg("system", "cli")
+/**
+ * `per-scenario`: a relay per scenario, `--model` the scenario's; `once`: one relay for the whole run, `--model fb-ok
+ * --fallback fb-ok`, each call's `model` choosing the scenario (needs a relay that sends the request's model to its
+ * primary route).
+ */
+const relayMode = arg("relay", "per-scenario")
+if (relayMode !== "per-scenario" && relayMode !== "once") {
+  throw new Error(`--relay must be per-scenario or once, got ${relayMode}`)
+}
+if (system !== "cli" && system !== "relay") throw new Error(`--system must be cli or relay, got ${system}`)
 const only = arg("only", "").split(",").filter((s) => s.length > 0)
 /** A fleet's Redis (`redis://…`): every call of the CLI then shares its circuits and budget with the others. */
 const fleet = arg("fleet", "")
 
-const flags = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
-  "chat",
-  "--json",
+/** The upstream flags `chat` and `serve` share: the primary route, its fallback, the configuration's bounds. */
+const upstream = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
   "--provider",
   "openai-chat",
   "--base-url",
@@ -64,17 +87,25 @@ const flags = (baseUrl: string, model: string, fallback: string | undefined): Ar
   ...(fleet === "" ? [] : ["--fleet", fleet]),
   ...(config === "interactive"
     ? ["--deadline", "40", "--first-byte-timeout", "10000", "--first-token-timeout", "5000", "--idle-timeout", "10000"]
-    : []),
+    : [])
+]
+
+const flags = (baseUrl: string, model: string, fallback: string | undefined): Array<string> => [
+  "chat",
+  "--json",
+  ...upstream(baseUrl, model, fallback),
   "--",
   prompt
 ]
+
+const key = "sk-failoverbench-loopback"
 
 /** One call of the CLI, killed at `limit` seconds (a hang is a result). */
 const call = (baseUrl: string, model: string, fallback: string | undefined, limit: number): Promise<Call> =>
   new Promise((resolve) => {
     const start = performance.now()
     const child = ChildProcess.spawn(process.execPath, [bin, ...flags(baseUrl, model, fallback)], {
-      env: { ...process.env, OPENAI_API_KEY: "sk-failoverbench-loopback" },
+      env: { ...process.env, OPENAI_API_KEY: key },
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -103,6 +134,152 @@ const call = (baseUrl: string, model: string, fallback: string | undefined, limi
     })
   })
 
+/**
+ * One call as failoverbench's `endpoint` adapter makes it: a plain streaming Chat Completions request to `url`,
+ * aborted at `limit` seconds (a hang is a result).
+ */
+const endpointCall = async (url: string, model: string, limit: number): Promise<Call> => {
+  const start = performance.now()
+  const abort = new AbortController()
+  let hang = false
+  const timer = setTimeout(() => {
+    hang = true
+    abort.abort()
+  }, (limit + 1) * 1000)
+  let content = ""
+  let reported: string | undefined
+  let usage: unknown
+  let error = ""
+  let finished = false
+  let done = false
+  try {
+    const response = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer failoverbench" },
+      body: JSON.stringify({
+        model,
+        messages: [{ role: "user", content: prompt }],
+        stream: true,
+        stream_options: { include_usage: true }
+      }),
+      signal: abort.signal
+    })
+    if (response.status !== 200) {
+      const body = await response.text()
+      let message = body
+      try {
+        message = JSON.parse(body).error?.message ?? body
+      } catch {
+        // not JSON: the body as it is
+      }
+      error = `HTTP ${response.status}: ${message}`
+    } else {
+      const decoder = new TextDecoder()
+      let buffer = ""
+      for await (const bytes of response.body!) {
+        buffer += decoder.decode(bytes as Uint8Array, { stream: true })
+        let end: number
+        while ((end = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, end).replace(/\r$/, "")
+          buffer = buffer.slice(end + 1)
+          if (!line.startsWith("data:")) continue
+          const data = line.slice(5).trim()
+          if (data === "[DONE]") {
+            done = true
+            continue
+          }
+          const chunk = JSON.parse(data)
+          if (chunk.error !== undefined) {
+            error = chunk.error?.message ?? JSON.stringify(chunk.error)
+            continue
+          }
+          if (typeof chunk.model === "string") reported = chunk.model
+          if (chunk.usage) usage = chunk.usage
+          for (const choice of chunk.choices ?? []) {
+            content += choice.delta?.content ?? ""
+            if (choice.finish_reason) finished = true
+          }
+        }
+      }
+      if (error === "" && !(finished && done)) {
+        error = finished ? "the stream ended without [DONE]" : "the stream ended without a finish_reason"
+      }
+    }
+  } catch (cause) {
+    error = hang ? "no answer within the limit" : String(cause)
+  } finally {
+    clearTimeout(timer)
+  }
+  return {
+    ok: !hang && error === "" && finished && done,
+    hang,
+    content,
+    model: reported,
+    usage,
+    error,
+    seconds: (performance.now() - start) / 1000
+  }
+}
+
+/** The system under test for one scenario: a call of `model`, the alive probe, and the end of the system. */
+interface Gateway {
+  readonly call: (model: string, limit: number) => Promise<Call>
+  readonly alive: () => Promise<Call>
+  readonly close: () => Promise<void>
+}
+
+const cliGateway = (baseUrl: string, fallback: string): Gateway => ({
+  call: (model, limit) => call(baseUrl, model, fallback, limit),
+  alive: () => call(baseUrl, Failoverbench.healthyModel, undefined, 10),
+  close: async () => {}
+})
+
+/** `reprise serve` with the scenario's model as the primary route and its fallback; calls go to its URL. */
+const relayGateway = (
+  baseUrl: string,
+  model: string,
+  fallback: string | undefined,
+  probe: "own relay" | "same relay"
+): Promise<Gateway> =>
+  new Promise((resolve, reject) => {
+    const child = ChildProcess.spawn(process.execPath, [
+      bin,
+      "serve",
+      "--port",
+      "0",
+      ...upstream(baseUrl, model, fallback)
+    ], {
+      env: { ...process.env, OPENAI_API_KEY: key },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    const closed = new Promise<void>((done) => child.on("close", () => done()))
+    child.stderr.on("data", (d) => (stderr += d))
+    child.on("close", (code) => reject(new Error(`reprise serve exited ${code}: ${stderr}`)))
+    child.stdout.on("data", (d) => {
+      stdout += d
+      const url = /listening on (http:\/\/\S+)/.exec(stdout)?.[1]
+      if (url === undefined) return
+      resolve({
+        call: (m, limit) => endpointCall(url, m, limit),
+        // per scenario, the relay serves its plan whatever the request's model: the probe gets a relay of its own
+        alive: () =>
+          probe === "same relay"
+            ? endpointCall(url, Failoverbench.healthyModel, 10)
+            : relayGateway(baseUrl, Failoverbench.healthyModel, undefined, "same relay").then(async (own) => {
+              const got = await own.alive()
+              await own.close()
+              return got
+            }),
+        close: () => {
+          child.kill("SIGINT")
+          return closed
+        }
+      })
+    })
+  })
+
 const verdict = (ideal: "success" | "error", got: Call, checks: ReadonlyArray<Check>): string => {
   if (got.hang) return "fail"
   const complete = got.ok && norm(got.content) === norm(Failoverbench.canonicalAnswer)
@@ -120,6 +297,11 @@ const main = Effect.gen(function*() {
   const baseUrl = sim.baseUrl("openai-chat")
   const t = Failoverbench.timings[profile]
   const rows: Array<{ id: string; title: string; verdict: string; checks: ReadonlyArray<Check>; got: Call }> = []
+  const shared = system === "relay" && relayMode === "once"
+    ? yield* Effect.promise(() =>
+      relayGateway(baseUrl, Failoverbench.healthyModel, Failoverbench.healthyModel, "same relay")
+    )
+    : undefined
   for (const s of Failoverbench.scenarios) {
     if (only.length > 0 && !only.includes(s.id)) continue
     yield* sim.setScript(Failoverbench.script(profile))
@@ -130,6 +312,9 @@ const main = Effect.gen(function*() {
         (rs) => rs.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action }))
       )
     const checks: Array<Check> = []
+    const gateway = shared ?? (system === "relay"
+      ? yield* Effect.promise(() => relayGateway(baseUrl, s.model, s.fallback, "own relay"))
+      : cliGateway(baseUrl, s.fallback))
     let got: Call
     if (s.id === "S15") {
       const down = t.outageMs / 1000
@@ -140,7 +325,7 @@ const main = Effect.gen(function*() {
         const wait = since + i * interval * 1000 - Date.now()
         if (wait > 0) yield* Effect.promise(() => new Promise((r) => setTimeout(r, wait)))
         const sent = (Date.now() - since) / 1000
-        items.push({ sent, call: yield* Effect.promise(() => call(baseUrl, s.model, s.fallback, 30)) })
+        items.push({ sent, call: yield* Effect.promise(() => gateway.call(s.model, 30)) })
       }
       const primary = yield* log(s.model)
       const during = items.filter((it) => it.sent < down)
@@ -167,12 +352,13 @@ const main = Effect.gen(function*() {
       const failed = items.find((it) => !it.call.ok)
       got = failed?.call ?? items.at(-1)!.call
     } else {
-      got = yield* Effect.promise(() => call(baseUrl, s.model, s.fallback, catalogue[s.id]!.maxWall))
+      got = yield* Effect.promise(() => gateway.call(s.model, catalogue[s.id]!.maxWall))
       const primary = yield* log(s.model)
       const fallback = yield* log(s.fallback)
       checks.push(...catalogue[s.id]!.checks(got, primary, fallback))
     }
-    const alive = yield* Effect.promise(() => call(baseUrl, Failoverbench.healthyModel, undefined, 10))
+    const alive = yield* Effect.promise(() => gateway.alive())
+    if (gateway !== shared) yield* Effect.promise(() => gateway.close())
     if (["S09", "S10"].includes(s.id)) {
       checks.push(check("alive_after", "required", alive.ok, alive.ok ? "healthy call succeeded" : alive.error))
     }
@@ -190,11 +376,15 @@ const main = Effect.gen(function*() {
       }${got.ok ? "" : `  error: ${got.error.slice(0, 100)}`}`
     )
   }
+  if (shared !== undefined) yield* Effect.promise(() => shared.close())
   const tally = (v: string) => rows.filter((r) => r.verdict === v).length
   console.log(
-    `\nreprise CLI, ${config} configuration${fleet === "" ? "" : ", with a fleet"}, ${profile} profile: ${
-      tally("pass")
-    } pass, ${tally("partial")} partial, ${tally("safe")} safe, ${tally("fail")} fail`
+    `
+${system === "relay" ? "reprise serve (relay, endpoint client)" : "reprise CLI"}, ${config} configuration${
+      fleet === "" ? "" : ", with a fleet"
+    }, ${profile} profile: ${tally("pass")} pass, ${tally("partial")} partial, ${tally("safe")} safe, ${
+      tally("fail")
+    } fail`
   )
 })
 

@@ -1,5 +1,5 @@
 /**
- * The `reprise` command line: `chat`, `repl`, `simulate` and `demo`, built with @effect/cli. See the README for the
+ * The `reprise` command line: `chat`, `repl`, `serve`, `simulate` and `demo`, built with @effect/cli. See the README for the
  * flags, environment variables and exit codes.
  *
  * This module only declares the commands and their options. What a command does lives in its own module (`Run`,
@@ -97,6 +97,44 @@ const repl = Command.make(
     )
 ).pipe(Command.withDescription("interactive: one prompt per line on stdin"))
 
+const serve = Command.make(
+  "serve",
+  {
+    ...Settings.upstreamOptions,
+    host: Options.text("host").pipe(
+      Options.withDefault("127.0.0.1"),
+      Options.withDescription("address to listen on; any but loopback needs keys (env REPRISE_SERVE_KEYS)")
+    ),
+    port: Options.integer("port").pipe(
+      Options.withDefault(8787),
+      Options.withDescription("port to listen on (0: any free port)")
+    ),
+    preview: Options.choice("preview", ["hold", "live", "reset"]).pipe(
+      Options.withDefault("hold" as const),
+      Options.withDescription(
+        "preview mode of a request without X-Reprise-Preview: hold (whole answers), live, reset"
+      )
+    ),
+    maxConcurrent: Options.integer("max-concurrent").pipe(
+      Options.optional,
+      Options.withDescription("replies served at once; beyond, 429 with Retry-After: 1 (default 64)")
+    ),
+    maxBodyBytes: Options.integer("max-body-bytes").pipe(
+      Options.optional,
+      Options.withDescription("largest request body in bytes; beyond, 413 (default 1048576)")
+    )
+  },
+  ({ host, maxBodyBytes, maxConcurrent, port, preview, ...parsed }) =>
+    exported(
+      Effect.flatMap(
+        Effect.promise(() => import("./Serve.js")),
+        (Serve) => Effect.interruptible(Serve.run(parsed, { host, port, preview, maxConcurrent, maxBodyBytes }))
+      ),
+      parsed.apiKeyEnv,
+      parsed.fallback
+    )
+).pipe(Command.withDescription("run the relay: an OpenAI/Anthropic-compatible endpoint with recovery, until SIGINT"))
+
 const simulate = Command.make(
   "simulate",
   {
@@ -147,6 +185,7 @@ const demo = Command.make(
 const usages = new Map<string, Usage.Usage>([
   ["chat", Command.getUsage(chat)],
   ["repl", Command.getUsage(repl)],
+  ["serve", Command.getUsage(serve)],
   ["simulate", Command.getUsage(simulate)],
   ["demo", Command.getUsage(demo)]
 ])
@@ -157,7 +196,7 @@ const usages = new Map<string, Usage.Usage>([
  */
 export const command = Command.make("reprise").pipe(
   Command.withDescription("an LLM client that survives dropped sockets, 429s and overloaded streams"),
-  Command.withSubcommands([chat, repl, simulate, demo])
+  Command.withSubcommands([chat, repl, serve, simulate, demo])
 )
 
 const cli = Command.run(command, { name: "reprise", version })

@@ -14,6 +14,8 @@
  * - A number is written in decimal notation: an integer option takes digits (`-5`, `600`) and a number option digits
  *   with a decimal point (`2.5`). @effect/cli would also take what JavaScript's `Number` takes (`0x10`, `1e3`,
  *   `Infinity`); reprise refuses those with a usage error that names the option.
+ * - A word outside an option's choices (`Options.choice`: `--provider`, `--preview`) is a usage error that names the
+ *   option and the words it takes. (@effect/cli's own message names only the words.)
  * - `--` ends the options: what follows is passed on untouched. The positionals are passed after a `--` of their
  *   own, so a prompt such as `no` is never read as the value of the flag before it.
  *
@@ -102,6 +104,18 @@ const numbersOf = (usage: Usage.Usage) => {
   return numbers
 }
 
+/**
+ * The options of a usage that take one of a list of words (`Options.choice`, whose usage names them `a | b | c`), with
+ * their words.
+ */
+const choicesOf = (usage: Usage.Usage) => {
+  const choices = new Map<string, ReadonlyArray<string>>()
+  named(usage, (name, accepted) => {
+    if (Option.isSome(accepted) && accepted.value.includes(" | ")) choices.set(name, accepted.value.split(" | "))
+  })
+  return choices
+}
+
 const nearest = (name: string, known: ReadonlyMap<string, boolean>): string | undefined => {
   let best: readonly [string, number] | undefined
   for (const candidate of known.keys()) {
@@ -129,6 +143,7 @@ export const normalize = (
   const known = optionsOf(usage)
   const numbers = numbersOf(usage)
   const repeatable = repeatedOf(usage)
+  const choices = choicesOf(usage)
   const values = new Map<string, string>()
   // the values of a repeatable option, in order
   const all = new Map<string, Array<string>>()
@@ -181,6 +196,14 @@ export const normalize = (
     const notation = numbers.get(name)
     if (notation !== undefined && !notation.pattern.test(value)) {
       return Effect.fail(new UsageError({ detail: `${name} takes ${notation.what}, got '${value}'` }))
+    }
+    const words = choices.get(name)
+    if (words !== undefined && !words.includes(value)) {
+      return Effect.fail(
+        new UsageError({
+          detail: `${name} got '${value}': Expected one of the following cases: ${words.join(", ")}`
+        })
+      )
     }
   }
   const options = order.flatMap((name) =>

@@ -57,6 +57,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Struct from "effect/Struct"
 import { UsageError } from "./ExitCode.js"
 import * as Fallback from "./Fallback.js"
 import * as ApiKey from "./internal/apiKey.js"
@@ -385,6 +386,36 @@ export const options = {
 }
 
 /**
+ * The options that say where replies go and how they are recovered, without those of a conversation (the session,
+ * the tools, the output, the prompt's settings): the options of `reprise serve`, whose clients send the conversation.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export const upstreamOptions = Struct.omit(
+  options,
+  "noRecovery",
+  "json",
+  "session",
+  "waitSession",
+  "tools",
+  "workspace",
+  "system",
+  "maxTokens",
+  "debug",
+  "background"
+)
+
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type UpstreamParsed = {
+  readonly [K in keyof typeof upstreamOptions]: (typeof upstreamOptions)[K] extends Options.Options<infer A> ? A
+    : never
+}
+
+/**
  * @since 0.1.0
  * @category models
  */
@@ -624,4 +655,26 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       // the fleet's circuits (shared over Redis) with the settings of --circuit-threshold and --circuit-cooldown
       ...(fleet === undefined ? {} : { fleet: { ...fleet, circuit: values.circuit } })
     }
+  })
+
+/**
+ * {@link resolve} for the {@link upstreamOptions}: the settings of the conversation's options at their defaults
+ * (recovery on, no session, no tools), which a caller of these options does not read.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const resolveUpstream = (parsed: UpstreamParsed): Effect.Effect<Settings, UsageError> =>
+  resolve({
+    ...parsed,
+    noRecovery: false,
+    json: false,
+    session: Option.none(),
+    waitSession: false,
+    tools: Option.none(),
+    workspace: Option.none(),
+    system: Option.none(),
+    maxTokens: Option.none(),
+    debug: false,
+    background: Option.none()
   })

@@ -11,6 +11,7 @@ const chat = Command.make("chat", {
   attempts: Options.integer("max-attempts").pipe(Options.withDefault(11)),
   json: Options.boolean("json"),
   fallback: Options.text("fallback").pipe(Options.repeated),
+  preview: Options.choice("preview", ["hold", "live", "reset"]).pipe(Options.withDefault("hold" as const)),
   prompt: Args.text({ name: "prompt" })
 })
 const usages = new Map([["chat", Command.getUsage(chat)]])
@@ -26,6 +27,25 @@ describe("CommandLine", () => {
     assert.strictEqual(names.get("--help"), false)
     assert.isFalse(names.has("prompt"))
   })
+
+  it.effect("a word outside an option's choices names the option and its words; a choice passes", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(
+        yield* problem("chat", "--preview", "sometimes", "hi"),
+        "--preview got 'sometimes': Expected one of the following cases: hold, live, reset"
+      )
+      assert.strictEqual(
+        yield* problem("chat", "--preview=Hold", "hi"),
+        "--preview got 'Hold': Expected one of the following cases: hold, live, reset"
+      )
+      assert.deepStrictEqual(yield* normalize("chat", "--preview", "live", "hi"), [
+        "chat",
+        "--preview",
+        "live",
+        "--",
+        "hi"
+      ])
+    }))
 
   it.effect("the last value of a repeated option wins; a repeated flag is one flag; --name=value is split", () =>
     Effect.gen(function*() {

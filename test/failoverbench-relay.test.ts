@@ -1,0 +1,400 @@
+/**
+ * The sixteen failoverbench scenarios with the relay as the gateway: `Relay.layer` on a loopback port with a plan of
+ * two routes (the scenario's model, then its fallback) in front of the loopback simulator serving the catalogue
+ * (`@reprise/simulator/Failoverbench`, the full profile's delays; the pace between tokens 0), and between them and
+ * the test a plain OpenAI-compatible streaming client, as failoverbench's `endpoint` adapter is: `fetch` POST
+ * `/v1/chat/completions` with `stream: true` and `stream_options.include_usage`; the content is the concatenated
+ * deltas, the model the chunks', the usage the usage chunk's; an HTTP error or an in-band `{"error": …}` chunk is an
+ * error, and a success needs a `finish_reason` and then `[DONE]`. The grade's checks are assertions, as in
+ * `failoverbench.test.ts` (the same scenarios through the library's plan): the complete canonical answer (or a clean
+ * error for S13), the model and usage reported, what the provider saw, wall time, and a healthy call through the same
+ * circuits afterwards.
+ *
+ * The relay runs in the test's runtime: its waits (backoff, Retry-After, the timeouts, the deadline, the circuits'
+ * cool-downs, `hold` mode's keepalives) and the simulator's outage window are on the TestClock, stepped while the
+ * sockets do their work.
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as HttpServer from "@effect/platform/HttpServer"
+import { assert, describe, it } from "@effect/vitest"
+import * as Budget from "@reprise/core/Budget"
+import * as Circuit from "@reprise/core/Circuit"
+import * as Routes from "@reprise/core/Routes"
+import * as HttpProvider from "@reprise/providers/HttpProvider"
+import * as Relay from "@reprise/server/Relay"
+import * as Failoverbench from "@reprise/simulator/Failoverbench"
+import * as Simulator from "@reprise/simulator/Simulator"
+import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Option, Random, Redacted, TestClock } from "effect"
+import { KEY } from "./support/chat.js"
+
+/** The configuration of docs/routes.md's interactive example, as `failoverbench.test.ts` has it. */
+const interactive = {
+  deadline: Duration.seconds(40),
+  firstByteTimeout: Duration.seconds(10),
+  firstTokenTimeout: Duration.seconds(5),
+  idleTimeout: Duration.seconds(10),
+  fallbackContextWindow: 200_000
+}
+
+const prompt = "Explain in exactly sixty words why a gateway earns trust only when the provider behind it misbehaves."
+
+/** The catalogue's faults with the full profile's delays, and no pause between tokens. */
+const script: SimulatorScript.Script = (() => {
+  const t = { ...Failoverbench.timings.full, tokenIntervalMs: 0 }
+  const reply = { text: Failoverbench.canonicalAnswer }
+  const models: Record<string, SimulatorScript.ModelScript> = {
+    [Failoverbench.healthyModel]: { reply, then: { kind: "stream" } },
+    [Failoverbench.noPrefillModel]: { reply, then: { kind: "stream" }, rejectPrefill: true }
+  }
+  for (const s of Failoverbench.scenarios) models[s.model] = s.modelScript(t)
+  return { models }
+})()
+
+const norm = (text: string) => text.trim().replace(/\s+/g, " ")
+const canonical = norm(Failoverbench.canonicalAnswer)
+
+/** What the endpoint client got. */
+interface Got {
+  readonly ok: boolean
+  readonly status: number
+  readonly content: string
+  readonly model: string | undefined
+  readonly usage: unknown
+  readonly error: string
+}
+
+/** One call of the `endpoint` adapter: a plain streaming Chat Completions request for `model` to the relay. */
+const endpoint = (url: string, model: string) =>
+  Effect.promise(async (): Promise<Got> => {
+    const response = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model,
+        messages: [{ role: "user", content: prompt }],
+        stream: true,
+        stream_options: { include_usage: true }
+      })
+    })
+    const text = await response.text()
+    if (response.status !== 200) {
+      return { ok: false, status: response.status, content: "", model: undefined, usage: undefined, error: text }
+    }
+    let content = ""
+    let reported: string | undefined
+    let usage: unknown
+    let error = ""
+    let finished = false
+    let done = false
+    for (const line of text.split("\n")) {
+      if (!line.startsWith("data:")) continue
+      const data = line.slice(5).trim()
+      if (data === "[DONE]") {
+        done = finished
+        continue
+      }
+      const chunk = JSON.parse(data)
+      if (chunk.error !== undefined) {
+        error = JSON.stringify(chunk.error)
+        continue
+      }
+      if (typeof chunk.model === "string") reported = chunk.model
+      if (chunk.usage) usage = chunk.usage
+      for (const choice of chunk.choices ?? []) {
+        content += choice.delta?.content ?? ""
+        if (choice.finish_reason) finished = true
+      }
+    }
+    return { ok: error === "" && finished && done, status: 200, content, model: reported, usage, error }
+  })
+
+/**
+ * The relay with a plan of `models` (the last one declared larger) over the simulator's Chat Completions route, the
+ * interactive bounds and the circuits given, on a free loopback port in the current scope: its URL.
+ */
+const relay = (sim: Simulator.Service, circuits: Circuit.Service, models: readonly [string, ...Array<string>]) =>
+  Effect.gen(function*() {
+    // the undici client lives as long as the relay: built in the same scope
+    const client = yield* Layer.build(NodeHttpClient.layerUndici)
+    const provider = yield* HttpProvider.make("openai-chat", {
+      apiKey: Redacted.make(KEY),
+      baseUrl: sim.baseUrl("openai-chat"),
+      firstByteTimeout: interactive.firstByteTimeout,
+      firstTokenTimeout: interactive.firstTokenTimeout,
+      idleTimeout: interactive.idleTimeout
+    }).pipe(Effect.provide(client))
+    const routes = models.map((model, i): Routes.Route => ({
+      provider,
+      model,
+      ...(i > 0 ? { contextWindow: interactive.fallbackContextWindow } : {})
+    })) as [Routes.Route, ...Array<Routes.Route>]
+    const served = Relay.layer({ port: 0, accessLog: () => Effect.void }).pipe(
+      Layer.provide(Layer.mergeAll(
+        Routes.layer(Routes.make(...routes)),
+        Layer.succeed(Circuit.Circuit, circuits),
+        Budget.layer({ deadline: interactive.deadline })
+      ))
+    )
+    // the backoff's jitter from a pinned seed: the relay's fibers inherit it
+    const context = yield* Effect.withRandom(Layer.build(served), Random.make(1))
+    const address = Context.get(context, HttpServer.HttpServer).address
+    if (address._tag !== "TcpAddress") throw new Error("not a TCP address")
+    return `http://127.0.0.1:${address.port}`
+  })
+
+const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
+/**
+ * Runs `effect` to its end, stepping the TestClock by 50 ms whenever the sockets have had their turns; its value and
+ * the TestClock's time it took.
+ */
+const drive = <A>(effect: Effect.Effect<A>) =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    const fiber = yield* Effect.fork(effect)
+    for (let i = 0; i < 10_000 && Option.isNone(yield* fiber.poll); i++) {
+      for (let turn = 0; turn < 8; turn++) yield* nextTurn
+      if (Option.isNone(yield* fiber.poll)) yield* TestClock.adjust(Duration.millis(50))
+    }
+    const got = yield* Fiber.join(fiber)
+    return { got, seconds: ((yield* Clock.currentTimeMillis) - start) / 1000 }
+  })
+
+/** What the provider saw of `model`: its requests' times (TestClock seconds from `since`) and actions. */
+const seen = (sim: Simulator.Service, model: string, since: number) =>
+  Effect.map(
+    sim.requestsFor(model),
+    (requests) => requests.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action ?? "" }))
+  )
+
+const complete = (got: Got) => got.ok && norm(got.content) === canonical
+
+/** A scenario's single call through a relay of its model and its fallback, fresh circuits; the checks' facts. */
+const single = (id: string) =>
+  Effect.gen(function*() {
+    const scenario = Failoverbench.scenarios.find((s) => s.id === id)!
+    const sim = yield* Simulator.Simulator
+    yield* sim.setScript(script)
+    const circuits = Circuit.makeMemory()
+    const url = yield* relay(sim, circuits, [scenario.model, scenario.fallback])
+    const since = yield* Clock.currentTimeMillis
+    const { got, seconds } = yield* drive(endpoint(url, scenario.model))
+    const primary = yield* seen(sim, scenario.model, since)
+    const fallback = yield* seen(sim, scenario.fallback, since)
+    // the alive probe: a healthy call through a relay over the same circuits
+    const healthy = yield* relay(sim, circuits, [Failoverbench.healthyModel])
+    const alive = complete((yield* drive(endpoint(healthy, Failoverbench.healthyModel))).got)
+    return {
+      got,
+      seconds,
+      primary,
+      fallback,
+      truncatedSuccess: got.ok && !complete(got),
+      prefillRejections: [...primary, ...fallback].filter((r) => r.action === "400 prefill").length,
+      alive
+    }
+  }).pipe(Effect.scoped)
+
+/** Primary attempts inside the first `window` seconds after the first one. */
+const within = (attempts: ReadonlyArray<{ readonly at: number }>, window: number) =>
+  attempts.filter((a) => a.at - attempts[0]!.at < window).length
+
+const simulator = Simulator.layer()
+
+describe("failoverbench scenarios, through the relay with a plan of two routes", () => {
+  it.effect("S01 429 with Retry-After: retried after the server's wait, on the same route", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S01")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtLeast(r.primary.length, 2)
+      assert.isAtLeast(r.primary[1]!.at - r.primary[0]!.at, 1.8)
+      assert.isAtMost(within(r.primary, 1.5), 2)
+      assert.strictEqual(r.fallback.length, 0)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S02 persistent 429: backs off, then the fallback answers; the provider is never hammered", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S02")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtMost(within(r.primary, 3), 4)
+      assert.isAtMost(r.primary.length, 6)
+      assert.isAtLeast(r.fallback.length, 1)
+      assert.strictEqual(r.got.model, Failoverbench.healthyModel)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S03 500 once: retried once on the same route", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S03")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.strictEqual(r.primary.length, 2)
+      assert.strictEqual(r.fallback.length, 0)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S04 persistent 503: the fallback answers within the retry budget", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S04")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtMost(r.primary.length, 6)
+      assert.strictEqual(r.got.model, Failoverbench.healthyModel)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S05 reset before headers: the request is sent again and answered", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S05")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.strictEqual(r.primary.length, 2)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S06 no response: the first-byte timeout leaves the silent route after one attempt", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S06")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtMost(r.seconds, 100)
+      assert.strictEqual(r.primary.length, 1)
+      assert.strictEqual(r.fallback.length, 1)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S07 slow first token: the first-token limit fails over within 15 s", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S07")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtMost(r.seconds, 15)
+      assert.strictEqual(r.primary.length, 1)
+      assert.strictEqual(r.got.model, Failoverbench.healthyModel)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S08 stream cut after 40 of 60 tokens: never a truncated success; the fallback's whole answer", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S08")
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.strictEqual(r.got.model, Failoverbench.healthyModel)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S09 stream stall: the idle timeout ends it within 45 s; the fallback answers; alive after", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S09")
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtMost(r.seconds, 45)
+      assert.strictEqual(r.primary.length, 1)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S10 malformed chunk: replayed once on the route, then the fallback; nothing partial leaks", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S10")
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.strictEqual(r.primary.length, 2)
+      assert.strictEqual(r.fallback.length, 1)
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S11 no [DONE] upstream: finalised at the end of the body, with usage, and [DONE] downstream", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S11")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.isAtMost(r.seconds, 8)
+      assert.isDefined(r.got.usage)
+      assert.strictEqual(r.primary.length, 1)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S12 context length exceeded: never resent to the same model; the larger fallback answers", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S12")
+      assert.strictEqual(r.primary.length, 1)
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.strictEqual(r.got.model, Failoverbench.healthyModel)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S13 content filter: one attempt, the provider's reason surfaced as a clean error, no fallback", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S13")
+      assert.strictEqual(r.primary.length, 1)
+      assert.strictEqual(r.fallback.length, 0)
+      assert.isFalse(r.got.ok)
+      // hold mode: nothing was shown, so the error is the response itself, with the provider's status
+      assert.strictEqual(r.got.status, 400)
+      assert.include(r.got.error, "content_policy_violation")
+      assert.isTrue(r.alive)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S14 fallback refuses prefill: the fallback gets the request as asked, never a continuation", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S14")
+      assert.strictEqual(r.prefillRejections, 0)
+      assert.isFalse(r.truncatedSuccess)
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.strictEqual(r.got.model, Failoverbench.noPrefillModel)
+    }).pipe(Effect.provide(simulator)))
+
+  it.effect("S15 primary down for 60 s: one relay's circuit serves from the fallback, probes, returns to the primary", () =>
+    Effect.gen(function*() {
+      const scenario = Failoverbench.scenarios.find((s) => s.id === "S15")!
+      const sim = yield* Simulator.Simulator
+      yield* sim.setScript(script)
+      const url = yield* relay(sim, Circuit.makeMemory(), [scenario.model, scenario.fallback])
+      const reset = yield* Clock.currentTimeMillis
+      const down = Failoverbench.timings.full.outageMs / 1000
+      const items: Array<{ readonly sent: number; readonly ok: boolean; readonly model: string | undefined }> = []
+      for (let i = 0; i < 20; i++) {
+        const now = yield* Clock.currentTimeMillis
+        if (reset + i * 4000 > now) yield* TestClock.adjust(Duration.millis(reset + i * 4000 - now))
+        const sent = ((yield* Clock.currentTimeMillis) - reset) / 1000
+        const { got, seconds } = yield* drive(endpoint(url, scenario.model))
+        assert.isAtMost(seconds, 30, `request ${i} took ${seconds}s`)
+        items.push({ sent, ok: complete(got), model: got.model })
+      }
+      const primary = yield* seen(sim, scenario.model, reset)
+      const during = items.filter((it) => it.sent < down)
+      // every request during the outage answered, by the fallback
+      assert.isAbove(during.length, 0)
+      assert.isTrue(during.every((it) => it.ok && it.model === scenario.fallback))
+      // the primary answered again within 30 s of its recovery
+      const back = items.find((it) => it.sent >= down && it.model === scenario.model)
+      assert.isDefined(back)
+      assert.isAtMost(back!.sent - down, 30)
+      assert.isTrue(items.every((it) => it.ok))
+      // with the circuit open, at most one primary attempt per request during the outage
+      assert.isAtMost(primary.filter((p) => p.at < down).length, during.length)
+    }).pipe(Effect.scoped, Effect.provide(simulator)))
+
+  it.effect("S16 fail-over accounting: the chunks name the fallback's model and carry its usage", () =>
+    Effect.gen(function*() {
+      const r = yield* single("S16")
+      assert.isTrue(complete(r.got), r.got.error)
+      assert.include(r.got.model ?? "", Failoverbench.healthyModel)
+      assert.isDefined(r.got.usage)
+      assert.isAtMost(r.primary.length, 6)
+    }).pipe(Effect.provide(simulator)))
+})
+
+describe("failoverbench scenarios, through one relay for the whole catalogue", () => {
+  // A gateway is configured once: its fallback comes from its configuration, and the scenario (the primary's model)
+  // from each request's `model`. This needs the relay to send a request's `model` to the plan's primary route.
+  it.effect("the request's model becomes the primary route's model; the configured fallback still answers", () =>
+    Effect.gen(function*() {
+      const sim = yield* Simulator.Simulator
+      yield* sim.setScript(script)
+      const url = yield* relay(sim, Circuit.makeMemory(), [Failoverbench.healthyModel, Failoverbench.healthyModel])
+      for (const id of ["S03", "S04"]) {
+        const scenario = Failoverbench.scenarios.find((s) => s.id === id)!
+        const since = yield* Clock.currentTimeMillis
+        const { got } = yield* drive(endpoint(url, scenario.model))
+        assert.isTrue(complete(got), got.error)
+        const primary = yield* seen(sim, scenario.model, since)
+        assert.isAtLeast(primary.length, 1, `${id}: the scenario's model was never asked`)
+        assert.strictEqual(got.model, id === "S03" ? scenario.model : Failoverbench.healthyModel)
+      }
+    }).pipe(Effect.scoped, Effect.provide(simulator)))
+})
