@@ -16,12 +16,10 @@
  * `endpoint` adapter makes, a plain OpenAI-compatible streaming client: `fetch` POST `/v1/chat/completions` with
  * `stream: true` and `stream_options.include_usage`, the content the concatenated deltas, the model the chunks',
  * the usage the usage chunk's; an HTTP error or an in-band `{"error": …}` chunk is an error, and a success needs a
- * `finish_reason` and then `[DONE]`. The relay serves its configured plan whatever the request's `model` says, so
- * by default (`--relay per-scenario`) it is started once per scenario with `--model` set to the scenario's model (and
- * the scenario's fallback), and the alive probe is a relay of its own with `--model fb-ok`, as the CLI's probe is a
- * process of its own. `--relay once` runs one relay for the whole run (`--model fb-ok --fallback fb-ok`), as a gateway
- * is deployed, each call's `model` naming the scenario: it grades correctly only once the relay sends a request's
- * `model` to its primary route.
+ * `finish_reason` and then `[DONE]`. By default (`--relay once`) one relay serves the whole run, as a gateway is
+ * deployed (`--model fb-ok --fallback fb-ok`): each call's `model` names the scenario, and the relay sends it to its
+ * primary route. `--relay per-scenario` starts a relay per scenario instead, `--model` the scenario's and `--fallback`
+ * its own fallback (`fb-ok-noprefill` for S14), with the alive probe through a relay of its own.
  *
  * Each check is the catalogue's; the grading code is ours. Not part of `npm test` (the full profile takes minutes of real time): its result is recorded in docs/routes.md.
  */
@@ -62,11 +60,10 @@ const profile = arg("profile", "full") as Failoverbench.Profile
 const config = arg("config", "interactive")
 const system = arg("system", "cli")
 /**
- * `per-scenario`: a relay per scenario, `--model` the scenario's; `once`: one relay for the whole run, `--model fb-ok
- * --fallback fb-ok`, each call's `model` choosing the scenario (needs a relay that sends the request's model to its
- * primary route).
+ * `once`: one relay for the whole run, `--model fb-ok --fallback fb-ok`, each call's `model` choosing the scenario;
+ * `per-scenario`: a relay per scenario, `--model` the scenario's.
  */
-const relayMode = arg("relay", "per-scenario")
+const relayMode = arg("relay", "once")
 if (relayMode !== "per-scenario" && relayMode !== "once") {
   throw new Error(`--relay must be per-scenario or once, got ${relayMode}`)
 }
