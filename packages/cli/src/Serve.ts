@@ -40,9 +40,6 @@ export interface Options {
 
 const usage = (detail: string) => Effect.fail(new UsageError({ detail }))
 
-/** Whether `host` is a loopback address (the relay's rule: `localhost`, `::1`, `127.x.y.z`). */
-const loopback = (host: string): boolean => host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
-
 /** A URL's host part: an IPv6 address in brackets. */
 const hostOfUrl = (host: string) => host.includes(":") ? `[${host}]` : host
 
@@ -68,7 +65,7 @@ export const run = (parsed: Settings.UpstreamParsed, options: Options) =>
       // never the value: only which variable could not be read
       () => new UsageError({ detail: `${Relay.keysVariable} could not be read` })
     )
-    if (!loopback(options.host) && keys.length === 0) {
+    if (!Relay.isLoopback(options.host) && keys.length === 0) {
       return yield* usage(
         `--host ${options.host} is not a loopback address: set ${Relay.keysVariable} (the keys clients must ` +
           `present) to listen on it`
@@ -107,14 +104,7 @@ export const run = (parsed: Settings.UpstreamParsed, options: Options) =>
  * One access-log line: `reprise relay POST /v1/chat/completions 200 mode=hold attempts=2 route="openai-chat gpt-4.1"
  * duration_ms=812`. It holds no key and no body.
  */
-const accessLine = (entry: Relay.AccessEntry): string =>
-  Sanitize.escapeControls(
-    `reprise relay ${entry.method} ${entry.path} ${entry.status}` +
-      (entry.mode === undefined ? "" : ` mode=${entry.mode}`) +
-      ` attempts=${entry.attempts}` +
-      (entry.route === undefined ? "" : ` route=${JSON.stringify(entry.route)}`) +
-      ` duration_ms=${Math.round(entry.durationMs)}`
-  ) + "\n"
+const accessLine = (entry: Relay.AccessEntry): string => Sanitize.escapeControls(Relay.formatAccessEntry(entry)) + "\n"
 
 /** The reason a listen failed, in a few words (`EADDRINUSE`, `EACCES`, …). */
 const describeCause = (cause: unknown): string => {

@@ -173,14 +173,21 @@ const codecs: { readonly [P in Engine.Protocol]: Codec | undefined } = {
   anthropic: AnthropicCodec.codec
 }
 
-const defaultAccessLog = (entry: AccessEntry): Effect.Effect<void> =>
-  Console.error(
-    `reprise relay ${entry.method} ${entry.path} ${entry.status}` +
-      (entry.mode === undefined ? "" : ` mode=${entry.mode}`) +
-      ` attempts=${entry.attempts}` +
-      (entry.route === undefined ? "" : ` route=${JSON.stringify(entry.route)}`) +
-      ` duration_ms=${Math.round(entry.durationMs)}`
-  )
+/**
+ * One request's access-log line (without its newline): `reprise relay POST /v1/chat/completions 200 mode=hold
+ * attempts=2 route="openai-chat fb-ok" duration_ms=41`. Nothing of a request's body or headers is in it.
+ *
+ * @since 0.1.0
+ * @category observability
+ */
+export const formatAccessEntry = (entry: AccessEntry): string =>
+  `reprise relay ${entry.method} ${entry.path} ${entry.status}` +
+  (entry.mode === undefined ? "" : ` mode=${entry.mode}`) +
+  ` attempts=${entry.attempts}` +
+  (entry.route === undefined ? "" : ` route=${JSON.stringify(entry.route)}`) +
+  ` duration_ms=${Math.round(entry.durationMs)}`
+
+const defaultAccessLog = (entry: AccessEntry): Effect.Effect<void> => Console.error(formatAccessEntry(entry))
 
 const whole = (name: string, value: number | undefined, fallback: number): number => {
   const n = value ?? fallback
@@ -271,7 +278,14 @@ export const router = (options: Options = {}): HttpRouter.HttpRouter<never, Prov
  */
 export const app = (options: Options = {}) => router(options)
 
-const loopback = (host: string): boolean => host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
+/**
+ * Whether the relay may listen on `host` without downstream keys: `localhost`, `::1` or `127.x.y.z`.
+ *
+ * @since 0.1.0
+ * @category security
+ */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host)
 
 /**
  * The relay on a Node HTTP server at `host:port`, while the layer lives: it provides the `HttpServer` (its `address`
@@ -291,7 +305,7 @@ export const layer = (
   Layer.unwrapEffect(Effect.gen(function*() {
     const keys = options.keys ?? (yield* keysConfig)
     const host = options.host ?? "127.0.0.1"
-    if (!loopback(host) && keys.length === 0) {
+    if (!isLoopback(host) && keys.length === 0) {
       return yield* new RelayError({
         reason: "KeysRequired",
         detail: `the relay listens on ${host}, which is not loopback: set downstream keys (${keysVariable}) first`
