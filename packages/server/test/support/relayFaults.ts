@@ -128,3 +128,44 @@ export const readThenAbort = (
     controller.abort()
     return text
   })
+
+/** The SDK suites' answer. */
+export const SDK_TEXT = "The relay held this answer until it was whole."
+
+/**
+ * The SDK suites' models: every recoverable fault class once, each failing its first request and then answering; a
+ * tool call cut mid-arguments, then whole; a permanent 400.
+ */
+export const sdkScript: SimulatorScript.Script = {
+  models: {
+    "unavailable-then-ok": { reply: { text: SDK_TEXT }, steps: [{ kind: "status", status: 503 }], then: ok },
+    "reset-mid-stream": { reply: { text: SDK_TEXT }, steps: [{ kind: "reset", afterTokens: 3 }], then: ok },
+    "cut-after-content": { reply: { text: SDK_TEXT }, steps: [{ kind: "eof", afterTokens: 4 }], then: ok },
+    "rate-limited": {
+      reply: { text: SDK_TEXT },
+      steps: [{ kind: "status", status: 429, headers: { "retry-after": "1" } }],
+      then: ok
+    },
+    "stalled": {
+      reply: { text: SDK_TEXT },
+      steps: [{ kind: "stall", afterTokens: 2, durationMs: 10_000, then: "eof" }],
+      then: ok
+    },
+    "malformed": { reply: { text: SDK_TEXT }, steps: [{ kind: "malformed", afterEvents: 3 }], then: ok },
+    "tool-cut": { reply: toolReply, steps: [{ kind: "truncated-tool-call", afterChars: 6 }], then: ok },
+    "refused": {
+      reply: { text: SDK_TEXT },
+      then: { kind: "status", status: 400, error: { code: "context_length_exceeded", message: "too long" } }
+    }
+  }
+}
+
+/** The recoverable models of `sdkScript`, each answering at its second send. */
+export const sdkFaults = [
+  "unavailable-then-ok",
+  "reset-mid-stream",
+  "cut-after-content",
+  "rate-limited",
+  "stalled",
+  "malformed"
+] as const
