@@ -9,7 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, TestClock } from "effect"
-import { relay } from "./support.js"
+import { post, relay } from "./support.js"
 import {
   type Frame,
   frames,
@@ -126,15 +126,19 @@ describe("Relay Anthropic: live", () => {
       }), 20_000)
   }
   for (const model of ["cut-after", "stall", "malformed"]) {
-    it.live(`${model}: fails closed after the first content byte, no splice, no second send`, () =>
-      Effect.gen(function*() {
-        const r = yield* stream(model, "live")
-        assert.strictEqual(r.status, 200)
-        failedClosed(r.text, "One two")
-        assert.strictEqual(r.sends, 1)
-        const closure = yield* r.sim.awaitClose(r.upstream[0]!.id)
-        if (model === "stall") assert.strictEqual(closure.by, "client")
-      }), 20_000)
+    it.live(
+      `${model}: fails closed after the first content byte, no splice, no second send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* stream(model, "live")
+          assert.strictEqual(r.status, 200)
+          failedClosed(r.text, "One two")
+          assert.strictEqual(r.sends, 1)
+          const closure = yield* r.sim.awaitClose(r.upstream[0]!.id)
+          if (model === "stall") assert.strictEqual(closure.by, "client")
+        }),
+      20_000
+    )
   }
 })
 
@@ -191,9 +195,7 @@ describe("Relay Anthropic: reset", () => {
           assert.deepStrictEqual(startedAfter, [1])
         }
         // the blocks started after the rollback hold the answer alone
-        const kept = after.filter((f) =>
-          f.event === "content_block_delta" && startedAfter.includes(f.data.index)
-        )
+        const kept = after.filter((f) => f.event === "content_block_delta" && startedAfter.includes(f.data.index))
         assert.strictEqual(deltas(kept), TEXT)
         // the commit before the terminal, message_stop last
         assert.isBelow(at("reprise.commit"), at("message_delta"))
@@ -203,32 +205,35 @@ describe("Relay Anthropic: reset", () => {
       }), 20_000)
   }
 
-  it.live("a tool call cut mid-arguments: rolled back, the next attempt's one complete call committed", () =>
-    Effect.gen(function*() {
-      const r = yield* stream("tool-cut", "reset")
-      assert.strictEqual(r.status, 200)
-      assert.strictEqual(wellFormed(r.text).size, 0)
-      const named = repriseEvents(r.text)
-      assert.deepStrictEqual(named.map((e) => e.event), [
-        "reprise.attempt",
-        "reprise.rollback",
-        "reprise.attempt",
-        "reprise.commit"
-      ])
-      assert.strictEqual(named[1]!.discardedToolCalls, 1)
-      const all = frames(r.text)
-      const after = all.slice(all.findIndex((f) => f.event === "reprise.rollback"))
-      const starts = after.filter((f) => f.event === "content_block_start")
-      assert.strictEqual(starts.length, 1)
-      assert.strictEqual(starts[0]!.data.content_block.type, "tool_use")
-      assert.strictEqual(starts[0]!.data.content_block.name, "get_weather")
-      const json = after.filter((f) =>
-        f.event === "content_block_delta" && f.data.index === starts[0]!.data.index
-      ).map((f) => f.data.delta.partial_json).join("")
-      assert.deepStrictEqual(JSON.parse(json), { city: "Paris", unit: "celsius" })
-      assert.strictEqual(all.at(-2)!.data.delta.stop_reason, "tool_use")
-      assert.strictEqual(r.sends, 2)
-    }), 20_000)
+  it.live(
+    "a tool call cut mid-arguments: rolled back, the next attempt's one complete call committed",
+    () =>
+      Effect.gen(function*() {
+        const r = yield* stream("tool-cut", "reset")
+        assert.strictEqual(r.status, 200)
+        assert.strictEqual(wellFormed(r.text).size, 0)
+        const named = repriseEvents(r.text)
+        assert.deepStrictEqual(named.map((e) => e.event), [
+          "reprise.attempt",
+          "reprise.rollback",
+          "reprise.attempt",
+          "reprise.commit"
+        ])
+        assert.strictEqual(named[1]!.discardedToolCalls, 1)
+        const all = frames(r.text)
+        const after = all.slice(all.findIndex((f) => f.event === "reprise.rollback"))
+        const starts = after.filter((f) => f.event === "content_block_start")
+        assert.strictEqual(starts.length, 1)
+        assert.strictEqual(starts[0]!.data.content_block.type, "tool_use")
+        assert.strictEqual(starts[0]!.data.content_block.name, "get_weather")
+        const json = after.filter((f) => f.event === "content_block_delta" && f.data.index === starts[0]!.data.index)
+          .map((f) => f.data.delta.partial_json).join("")
+        assert.deepStrictEqual(JSON.parse(json), { city: "Paris", unit: "celsius" })
+        assert.strictEqual(all.at(-2)!.data.delta.stop_reason, "tool_use")
+        assert.strictEqual(r.sends, 2)
+      }),
+    20_000
+  )
 })
 
 describe("Relay Anthropic: permanent failures", () => {
@@ -243,15 +248,19 @@ describe("Relay Anthropic: permanent failures", () => {
         assert.include(body.error.message, "too long")
         assert.strictEqual(r.sends, 1)
       }), 20_000)
-    it.live(`${mode}: an upstream 401 is a 502 (the client's key is not the upstream's), after one send`, () =>
-      Effect.gen(function*() {
-        const r = yield* stream("unauthorized", mode)
-        assert.strictEqual(r.status, 502)
-        const body = JSON.parse(r.text)
-        assert.strictEqual(body.type, "error")
-        assert.strictEqual(body.error.type, "api_error")
-        assert.strictEqual(r.sends, 1)
-      }), 20_000)
+    it.live(
+      `${mode}: an upstream 401 is a 502 (the client's key is not the upstream's), after one send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* stream("unauthorized", mode)
+          assert.strictEqual(r.status, 502)
+          const body = JSON.parse(r.text)
+          assert.strictEqual(body.type, "error")
+          assert.strictEqual(body.error.type, "api_error")
+          assert.strictEqual(r.sends, 1)
+        }),
+      20_000
+    )
   }
 })
 
@@ -299,31 +308,130 @@ describe("Relay Anthropic: time", () => {
 })
 
 describe("Relay Anthropic: cancellation", () => {
-  it.live("live: a disconnect after content closes the upstream request, and nothing is sent again", () =>
-    Effect.gen(function*() {
-      const h = yield* relay(script, { idleTimeoutMs: 150 })
-      const text = yield* readThenAbort(`${h.url}${PATH}`, request("slow"), "live", (t) => t.includes("w1\""))
-      assert.include(text, "text_delta")
-      assert.notInclude(text, "w39")
-      const [upstream] = yield* h.sim.requestsFor("slow")
-      const closure = yield* h.sim.awaitClose(upstream!.id)
-      assert.strictEqual(closure.by, "client")
-      // an idle timeout would have replayed it by now
-      yield* Effect.sleep("400 millis")
-      assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
-      const log = yield* waitFor(Effect.sync(() => h.log), (log) => log.length === 1)
-      assert.strictEqual(log[0]!.attempts, 1)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "live: a disconnect after content closes the upstream request, and nothing is sent again",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(script, { idleTimeoutMs: 150 })
+        const text = yield* readThenAbort(`${h.url}${PATH}`, request("slow"), "live", (t) => t.includes("w1\""))
+        assert.include(text, "text_delta")
+        assert.notInclude(text, "w39")
+        const [upstream] = yield* h.sim.requestsFor("slow")
+        const closure = yield* h.sim.awaitClose(upstream!.id)
+        assert.strictEqual(closure.by, "client")
+        // an idle timeout would have replayed it by now
+        yield* Effect.sleep("400 millis")
+        assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
+        const log = yield* waitFor(Effect.sync(() => h.log), (log) => log.length === 1)
+        assert.strictEqual(log[0]!.attempts, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 
-  it.live("hold: a disconnect while holding closes the upstream request, and nothing is sent again", () =>
-    Effect.gen(function*() {
-      const h = yield* relay(script, { idleTimeoutMs: 150, keepalive: "50 millis" })
-      const text = yield* readThenAbort(`${h.url}${PATH}`, request("slow"), "hold", (t) => t.includes(": reprise hold"))
-      assert.notInclude(text, "message_start")
-      const [upstream] = yield* h.sim.requestsFor("slow")
-      const closure = yield* h.sim.awaitClose(upstream!.id)
-      assert.strictEqual(closure.by, "client")
-      yield* Effect.sleep("400 millis")
-      assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "hold: a disconnect while holding closes the upstream request, and nothing is sent again",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(script, { idleTimeoutMs: 150, keepalive: "50 millis" })
+        const text = yield* readThenAbort(
+          `${h.url}${PATH}`,
+          request("slow"),
+          "hold",
+          (t) => t.includes(": reprise hold")
+        )
+        assert.notInclude(text, "message_start")
+        const [upstream] = yield* h.sim.requestsFor("slow")
+        const closure = yield* h.sim.awaitClose(upstream!.id)
+        assert.strictEqual(closure.by, "client")
+        yield* Effect.sleep("400 millis")
+        assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+})
+
+describe("Relay Anthropic: failures in band and across routes", () => {
+  it.live(
+    "hold: a failure after keepalives is message_start and one error, no message_stop",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({ models: { gone: { then: { kind: "stall", durationMs: 300, then: "eof" } } } }, {
+          keepalive: "50 millis",
+          maxAttempts: 1
+        })
+        const r = yield* post(`${h.url}${PATH}`, request("gone"))
+        assert.strictEqual(r.status, 200)
+        const all = frames(r.text)
+        const firstEvent = all.findIndex((f) => !f.comment)
+        assert.isAtLeast(firstEvent, 2)
+        assert.isTrue(all.slice(0, firstEvent).every((f) => f.raw === ": reprise hold"))
+        assert.deepStrictEqual(all.slice(firstEvent).map((f) => f.event), ["message_start", "error"])
+        assert.strictEqual(all.at(-1)!.data.type, "error")
+        assert.strictEqual(all.at(-1)!.data.error.type, "api_error")
+        assert.strictEqual((yield* h.sim.requestsFor("gone")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "a 429 that outlasts the attempts is a 429 with Retry-After, in Anthropic's error shape",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: {
+            busy: { reply: { text: TEXT }, then: { kind: "status", status: 429, headers: { "retry-after": "1" } } }
+          }
+        }, { maxAttempts: 2 })
+        const r = yield* post(`${h.url}${PATH}`, request("busy"), { "x-reprise-preview": "live" })
+        assert.strictEqual(r.status, 429)
+        assert.strictEqual(r.headers.get("retry-after"), "1")
+        const body = JSON.parse(r.text)
+        assert.strictEqual(body.type, "error")
+        assert.strictEqual(body.error.type, "rate_limit_error")
+        assert.strictEqual((yield* h.sim.requestsFor("busy")).length, 2)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "reset: a switch of route is a rollback naming the next route; the blocks of each attempt are closed",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: {
+            flaky: { reply: { text: TEXT }, then: { kind: "reset", afterTokens: 1 } },
+            healthy: { reply: { text: TEXT }, then: { kind: "stream" } }
+          }
+        }, { plan: ["flaky", "healthy"] })
+        const r = yield* post(`${h.url}${PATH}`, request("flaky"), { "x-reprise-preview": "reset" })
+        assert.strictEqual(r.status, 200)
+        assert.strictEqual(wellFormed(r.text).size, 0)
+        const named = repriseEvents(r.text)
+        assert.deepStrictEqual(named.map((e) => `${e.event} ${e.attempt}`), [
+          "reprise.attempt 1",
+          "reprise.rollback 1",
+          "reprise.attempt 2",
+          "reprise.rollback 2",
+          "reprise.attempt 3",
+          "reprise.commit 3"
+        ])
+        assert.deepStrictEqual(named[3]!.route, { index: 2, name: "openai-chat healthy", model: "healthy" })
+        assert.strictEqual(named[5]!.model, "healthy")
+        const all = frames(r.text)
+        const lastRollback = all.map((f) => f.event).lastIndexOf("reprise.rollback")
+        assert.strictEqual(deltas(all.slice(0, lastRollback)), "OneOne")
+        assert.strictEqual(deltas(all.slice(lastRollback)), TEXT)
+        // one block per attempt that showed text, at increasing indices; the answer is the last one's
+        const starts = all.filter((f) => f.event === "content_block_start").map((f) => f.data.index)
+        assert.deepStrictEqual(starts, [0, 1, 2])
+        const kept = all.filter((f) => f.event === "content_block_delta" && f.data.index === 2)
+        assert.strictEqual(deltas(kept), TEXT)
+        // message_start was written with the first content: the requested model, as documented
+        assert.strictEqual(all.find((f) => f.event === "message_start")!.data.message.model, "flaky")
+        assert.strictEqual(all.at(-1)!.event, "message_stop")
+        assert.strictEqual((yield* h.sim.requestsFor("flaky")).length, 2)
+        assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

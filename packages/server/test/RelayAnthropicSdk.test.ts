@@ -144,30 +144,38 @@ describe("@anthropic-ai/sdk against the relay (hold)", () => {
   })
 
   for (const streamed of [true, false]) {
-    it.live(`an upstream 400 is the SDK's BadRequestError (status 400)${streamed ? ", streamed" : ""}`, () =>
+    it.live(
+      `an upstream 400 is the SDK's BadRequestError (status 400)${streamed ? ", streamed" : ""}`,
+      () =>
+        Effect.gen(function*() {
+          const h = yield* harness()
+          const error = yield* Effect.promise(() =>
+            client(h.url).messages.create({ ...params("refused"), stream: streamed }).then(
+              () => undefined,
+              (e: unknown) => e
+            )
+          )
+          assert.instanceOf(error, Anthropic.BadRequestError)
+          const bad = error as InstanceType<typeof Anthropic.BadRequestError>
+          assert.strictEqual(bad.status, 400)
+          assert.include(bad.message, "too long")
+          assert.strictEqual((yield* h.sim.requestsFor("refused")).length, 1)
+        }).pipe(Effect.scoped),
+      20_000
+    )
+  }
+
+  it.live(
+    "messages.stream(...): an upstream 400 rejects finalMessage() with BadRequestError",
+    () =>
       Effect.gen(function*() {
         const h = yield* harness()
         const error = yield* Effect.promise(() =>
-          client(h.url).messages.create({ ...params("refused"), stream: streamed }).then(
-            () => undefined,
-            (e: unknown) => e
-          )
+          client(h.url).messages.stream(params("refused")).finalMessage().then(() => undefined, (e: unknown) => e)
         )
         assert.instanceOf(error, Anthropic.BadRequestError)
-        const bad = error as InstanceType<typeof Anthropic.BadRequestError>
-        assert.strictEqual(bad.status, 400)
-        assert.include(bad.message, "too long")
-        assert.strictEqual((yield* h.sim.requestsFor("refused")).length, 1)
-      }).pipe(Effect.scoped), 20_000)
-  }
-
-  it.live("messages.stream(...): an upstream 400 rejects finalMessage() with BadRequestError", () =>
-    Effect.gen(function*() {
-      const h = yield* harness()
-      const error = yield* Effect.promise(() =>
-        client(h.url).messages.stream(params("refused")).finalMessage().then(() => undefined, (e: unknown) => e)
-      )
-      assert.instanceOf(error, Anthropic.BadRequestError)
-      assert.strictEqual((error as InstanceType<typeof Anthropic.BadRequestError>).status, 400)
-    }).pipe(Effect.scoped), 20_000)
+        assert.strictEqual((error as InstanceType<typeof Anthropic.BadRequestError>).status, 400)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

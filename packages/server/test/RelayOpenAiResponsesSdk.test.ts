@@ -144,33 +144,41 @@ describe("openai SDK Responses against the relay (hold)", () => {
   })
 
   for (const streamed of [true, false]) {
-    it.live(`an upstream 400 is the SDK's BadRequestError (status 400)${streamed ? ", streamed" : ""}`, () =>
+    it.live(
+      `an upstream 400 is the SDK's BadRequestError (status 400)${streamed ? ", streamed" : ""}`,
+      () =>
+        Effect.gen(function*() {
+          const h = yield* harness()
+          const error = yield* Effect.promise(() =>
+            client(h.url).responses.create({ model: "refused", input: "Say it.", stream: streamed }).then(
+              () => undefined,
+              (e: unknown) => e
+            )
+          )
+          assert.instanceOf(error, OpenAI.BadRequestError)
+          const bad = error as InstanceType<typeof OpenAI.BadRequestError>
+          assert.strictEqual(bad.status, 400)
+          assert.strictEqual(bad.code, "context_length_exceeded")
+          assert.strictEqual((yield* h.sim.requestsFor("refused")).length, 1)
+        }).pipe(Effect.scoped),
+      20_000
+    )
+  }
+
+  it.live(
+    "responses.stream(...): an upstream 400 rejects finalResponse() with BadRequestError",
+    () =>
       Effect.gen(function*() {
         const h = yield* harness()
         const error = yield* Effect.promise(() =>
-          client(h.url).responses.create({ model: "refused", input: "Say it.", stream: streamed }).then(
+          client(h.url).responses.stream({ model: "refused", input: "Say it." }).finalResponse().then(
             () => undefined,
             (e: unknown) => e
           )
         )
         assert.instanceOf(error, OpenAI.BadRequestError)
-        const bad = error as InstanceType<typeof OpenAI.BadRequestError>
-        assert.strictEqual(bad.status, 400)
-        assert.strictEqual(bad.code, "context_length_exceeded")
-        assert.strictEqual((yield* h.sim.requestsFor("refused")).length, 1)
-      }).pipe(Effect.scoped), 20_000)
-  }
-
-  it.live("responses.stream(...): an upstream 400 rejects finalResponse() with BadRequestError", () =>
-    Effect.gen(function*() {
-      const h = yield* harness()
-      const error = yield* Effect.promise(() =>
-        client(h.url).responses.stream({ model: "refused", input: "Say it." }).finalResponse().then(
-          () => undefined,
-          (e: unknown) => e
-        )
-      )
-      assert.instanceOf(error, OpenAI.BadRequestError)
-      assert.strictEqual((error as InstanceType<typeof OpenAI.BadRequestError>).status, 400)
-    }).pipe(Effect.scoped), 20_000)
+        assert.strictEqual((error as InstanceType<typeof OpenAI.BadRequestError>).status, 400)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

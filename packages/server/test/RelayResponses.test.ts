@@ -9,7 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, TestClock } from "effect"
-import { relay } from "./support.js"
+import { post, relay } from "./support.js"
 import {
   type Frame,
   frames,
@@ -130,26 +130,100 @@ describe("Relay Responses: live", () => {
       }), 20_000)
   }
   for (const model of ["cut-after", "stall", "malformed"]) {
-    it.live(`${model}: fails closed after the first content byte, no splice, no second send`, () =>
-      Effect.gen(function*() {
-        const r = yield* stream(model, "live")
-        assert.strictEqual(r.status, 200)
-        failedClosed(r.text, "One two")
-        assert.strictEqual(r.sends, 1)
-        // the failed attempt's request is over (the stalled one closed by the relay)
-        const closure = yield* r.sim.awaitClose(r.upstream[0]!.id)
-        if (model === "stall") assert.strictEqual(closure.by, "client")
-      }), 20_000)
+    it.live(
+      `${model}: fails closed after the first content byte, no splice, no second send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* stream(model, "live")
+          assert.strictEqual(r.status, 200)
+          failedClosed(r.text, "One two")
+          assert.strictEqual(r.sends, 1)
+          // the failed attempt's request is over (the stalled one closed by the relay)
+          const closure = yield* r.sim.awaitClose(r.upstream[0]!.id)
+          if (model === "stall") assert.strictEqual(closure.by, "client")
+        }),
+      20_000
+    )
   }
 })
 
 describe("Relay Responses: reset", () => {
   for (const [model, shown, reason] of recoverable) {
-    it.live(`${model}: attempt, rollback, attempt, content, commit, then response.completed`, () =>
+    it.live(
+      `${model}: attempt, rollback, attempt, content, commit, then response.completed`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* stream(model, "reset")
+          assert.strictEqual(r.status, 200)
+          assert.strictEqual(r.headers.get("x-reprise-preview"), "reset")
+          wellFormed(r.text)
+          const named = repriseEvents(r.text)
+          assert.deepStrictEqual(named.map((e) => e.event), [
+            "reprise.attempt",
+            "reprise.rollback",
+            "reprise.attempt",
+            "reprise.commit"
+          ])
+          const rollback = named[1]!
+          assert.strictEqual(rollback.attempt, 1)
+          assert.strictEqual(rollback.discardedChars, shown.length)
+          assert.strictEqual(rollback.discardedToolCalls, 0)
+          assert.strictEqual(rollback.reason, reason)
+          assert.strictEqual(rollback.nextAttempt, 2)
+          // no Chat Completions shape on another protocol's events
+          assert.isUndefined(rollback.choices)
+          if (model === "rate-limited") assert.isAtLeast(rollback.delayMs, 1000)
+          assert.strictEqual(named[2]!.attempt, 2)
+          assert.strictEqual(named[3]!.attempt, 2)
+          assert.strictEqual(named[3]!.attempts, 2)
+          assert.strictEqual(named[3]!.model, model)
+
+          const all = frames(r.text)
+          const at = (event: string) => all.findIndex((f) => f.event === event)
+          const rollbackAt = at("reprise.rollback")
+          const before = all.slice(0, rollbackAt)
+          const after = all.slice(rollbackAt)
+          // before the rollback, what the first attempt showed; after it, the answer alone
+          assert.strictEqual(deltas(before), shown)
+          assert.strictEqual(deltas(after), TEXT)
+          // the response opens once, before any item, whichever attempt showed something first
+          assert.strictEqual(all.filter((f) => f.event === "response.created").length, 1)
+          if (shown.length === 0) {
+            assert.deepStrictEqual(before.map((f) => f.event), ["reprise.attempt"])
+          } else {
+            assert.deepStrictEqual(before.slice(0, 3).map((f) => f.event), [
+              "reprise.attempt",
+              "response.created",
+              "response.in_progress"
+            ])
+          }
+          // the commit before the terminal, the terminal last, and nothing after it
+          const completedAt = at("response.completed")
+          assert.isBelow(at("reprise.commit"), completedAt)
+          assert.strictEqual(completedAt, all.length - 1)
+          // the next attempt's text went to a new item; the completed response lists only it, with the answer
+          const completed = all[completedAt]!.data.response
+          assert.strictEqual(outputText(completed), TEXT)
+          assert.strictEqual(completed.output.length, 1)
+          const committedItem = completed.output[0].id
+          const addedAfter = after.filter((f) => f.event === "response.output_item.added").map((f) => f.data.item.id)
+          assert.deepStrictEqual(addedAfter, [committedItem])
+          const addedBefore = before.filter((f) => f.event === "response.output_item.added").map((f) => f.data.item.id)
+          assert.notInclude(addedBefore, committedItem)
+          if (shown.length > 0) assert.strictEqual(completed.output[0].id.endsWith("_0"), false)
+          assert.notInclude(all.map((f) => f.event), "error")
+          assert.strictEqual(r.sends, 2)
+        }),
+      20_000
+    )
+  }
+
+  it.live(
+    "a tool call cut mid-arguments: rolled back, the next attempt's one complete call committed",
+    () =>
       Effect.gen(function*() {
-        const r = yield* stream(model, "reset")
+        const r = yield* stream("tool-cut", "reset")
         assert.strictEqual(r.status, 200)
-        assert.strictEqual(r.headers.get("x-reprise-preview"), "reset")
         wellFormed(r.text)
         const named = repriseEvents(r.text)
         assert.deepStrictEqual(named.map((e) => e.event), [
@@ -158,107 +232,53 @@ describe("Relay Responses: reset", () => {
           "reprise.attempt",
           "reprise.commit"
         ])
-        const rollback = named[1]!
-        assert.strictEqual(rollback.attempt, 1)
-        assert.strictEqual(rollback.discardedChars, shown.length)
-        assert.strictEqual(rollback.discardedToolCalls, 0)
-        assert.strictEqual(rollback.reason, reason)
-        assert.strictEqual(rollback.nextAttempt, 2)
-        // no Chat Completions shape on another protocol's events
-        assert.isUndefined(rollback.choices)
-        if (model === "rate-limited") assert.isAtLeast(rollback.delayMs, 1000)
-        assert.strictEqual(named[2]!.attempt, 2)
-        assert.strictEqual(named[3]!.attempt, 2)
-        assert.strictEqual(named[3]!.attempts, 2)
-        assert.strictEqual(named[3]!.model, model)
-
+        assert.strictEqual(named[1]!.discardedToolCalls, 1)
         const all = frames(r.text)
-        const at = (event: string) => all.findIndex((f) => f.event === event)
-        const rollbackAt = at("reprise.rollback")
-        const before = all.slice(0, rollbackAt)
-        const after = all.slice(rollbackAt)
-        // before the rollback, what the first attempt showed; after it, the answer alone
-        assert.strictEqual(deltas(before), shown)
-        assert.strictEqual(deltas(after), TEXT)
-        // the response opens once, before any item, whichever attempt showed something first
-        assert.strictEqual(all.filter((f) => f.event === "response.created").length, 1)
-        if (shown.length === 0) {
-          assert.deepStrictEqual(before.map((f) => f.event), ["reprise.attempt"])
-        } else {
-          assert.deepStrictEqual(before.slice(0, 3).map((f) => f.event), [
-            "reprise.attempt",
-            "response.created",
-            "response.in_progress"
-          ])
-        }
-        // the commit before the terminal, the terminal last, and nothing after it
-        const completedAt = at("response.completed")
-        assert.isBelow(at("reprise.commit"), completedAt)
-        assert.strictEqual(completedAt, all.length - 1)
-        // the next attempt's text went to a new item; the completed response lists only it, with the answer
-        const completed = all[completedAt]!.data.response
-        assert.strictEqual(outputText(completed), TEXT)
-        assert.strictEqual(completed.output.length, 1)
-        const committedItem = completed.output[0].id
-        const addedAfter = after.filter((f) => f.event === "response.output_item.added").map((f) => f.data.item.id)
-        assert.deepStrictEqual(addedAfter, [committedItem])
-        const addedBefore = before.filter((f) => f.event === "response.output_item.added").map((f) => f.data.item.id)
-        assert.notInclude(addedBefore, committedItem)
-        if (shown.length > 0) assert.strictEqual(completed.output[0].id.endsWith("_0"), false)
-        assert.notInclude(all.map((f) => f.event), "error")
+        const after = all.slice(all.findIndex((f) => f.event === "reprise.rollback"))
+        const done = after.filter((f) => f.event === "response.function_call_arguments.done")
+        assert.strictEqual(done.length, 1)
+        assert.deepStrictEqual(JSON.parse(done[0]!.data.arguments), { city: "Paris", unit: "celsius" })
+        const completed = all.at(-1)!
+        assert.strictEqual(completed.event, "response.completed")
+        const output = completed.data.response.output
+        assert.strictEqual(output.length, 1)
+        assert.strictEqual(output[0].type, "function_call")
+        assert.strictEqual(output[0].name, "get_weather")
+        assert.deepStrictEqual(JSON.parse(output[0].arguments), { city: "Paris", unit: "celsius" })
         assert.strictEqual(r.sends, 2)
-      }), 20_000)
-  }
-
-  it.live("a tool call cut mid-arguments: rolled back, the next attempt's one complete call committed", () =>
-    Effect.gen(function*() {
-      const r = yield* stream("tool-cut", "reset")
-      assert.strictEqual(r.status, 200)
-      wellFormed(r.text)
-      const named = repriseEvents(r.text)
-      assert.deepStrictEqual(named.map((e) => e.event), [
-        "reprise.attempt",
-        "reprise.rollback",
-        "reprise.attempt",
-        "reprise.commit"
-      ])
-      assert.strictEqual(named[1]!.discardedToolCalls, 1)
-      const all = frames(r.text)
-      const after = all.slice(all.findIndex((f) => f.event === "reprise.rollback"))
-      const done = after.filter((f) => f.event === "response.function_call_arguments.done")
-      assert.strictEqual(done.length, 1)
-      assert.deepStrictEqual(JSON.parse(done[0]!.data.arguments), { city: "Paris", unit: "celsius" })
-      const completed = all.at(-1)!
-      assert.strictEqual(completed.event, "response.completed")
-      const output = completed.data.response.output
-      assert.strictEqual(output.length, 1)
-      assert.strictEqual(output[0].type, "function_call")
-      assert.strictEqual(output[0].name, "get_weather")
-      assert.deepStrictEqual(JSON.parse(output[0].arguments), { city: "Paris", unit: "celsius" })
-      assert.strictEqual(r.sends, 2)
-    }), 20_000)
+      }),
+    20_000
+  )
 })
 
 describe("Relay Responses: permanent failures", () => {
   for (const mode of ["hold", "live", "reset"]) {
-    it.live(`${mode}: an upstream 400 is the client's 400 with the provider's code, after one send`, () =>
-      Effect.gen(function*() {
-        const r = yield* stream("bad-request", mode)
-        assert.strictEqual(r.status, 400)
-        const body = JSON.parse(r.text)
-        assert.strictEqual(body.error.type, "invalid_request_error")
-        assert.strictEqual(body.error.code, "context_length_exceeded")
-        assert.strictEqual(r.sends, 1)
-      }), 20_000)
-    it.live(`${mode}: an upstream 401 is a 502 (the client's key is not the upstream's), after one send`, () =>
-      Effect.gen(function*() {
-        const r = yield* stream("unauthorized", mode)
-        assert.strictEqual(r.status, 502)
-        const body = JSON.parse(r.text)
-        assert.strictEqual(body.error.type, "server_error")
-        assert.strictEqual(body.error.code, "upstream_authentication")
-        assert.strictEqual(r.sends, 1)
-      }), 20_000)
+    it.live(
+      `${mode}: an upstream 400 is the client's 400 with the provider's code, after one send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* stream("bad-request", mode)
+          assert.strictEqual(r.status, 400)
+          const body = JSON.parse(r.text)
+          assert.strictEqual(body.error.type, "invalid_request_error")
+          assert.strictEqual(body.error.code, "context_length_exceeded")
+          assert.strictEqual(r.sends, 1)
+        }),
+      20_000
+    )
+    it.live(
+      `${mode}: an upstream 401 is a 502 (the client's key is not the upstream's), after one send`,
+      () =>
+        Effect.gen(function*() {
+          const r = yield* stream("unauthorized", mode)
+          assert.strictEqual(r.status, 502)
+          const body = JSON.parse(r.text)
+          assert.strictEqual(body.error.type, "server_error")
+          assert.strictEqual(body.error.code, "upstream_authentication")
+          assert.strictEqual(r.sends, 1)
+        }),
+      20_000
+    )
   }
 })
 
@@ -307,31 +327,140 @@ describe("Relay Responses: time", () => {
 })
 
 describe("Relay Responses: cancellation", () => {
-  it.live("live: a disconnect after content closes the upstream request, and nothing is sent again", () =>
-    Effect.gen(function*() {
-      const h = yield* relay(script, { idleTimeoutMs: 150 })
-      const text = yield* readThenAbort(`${h.url}${PATH}`, request("slow"), "live", (t) => t.includes("w1\""))
-      assert.include(text, "response.output_text.delta")
-      assert.notInclude(text, "w39")
-      const [upstream] = yield* h.sim.requestsFor("slow")
-      const closure = yield* h.sim.awaitClose(upstream!.id)
-      assert.strictEqual(closure.by, "client")
-      // an idle timeout would have replayed it by now
-      yield* Effect.sleep("400 millis")
-      assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
-      const log = yield* waitFor(Effect.sync(() => h.log), (log) => log.length === 1)
-      assert.strictEqual(log[0]!.attempts, 1)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "live: a disconnect after content closes the upstream request, and nothing is sent again",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(script, { idleTimeoutMs: 150 })
+        const text = yield* readThenAbort(`${h.url}${PATH}`, request("slow"), "live", (t) => t.includes("w1\""))
+        assert.include(text, "response.output_text.delta")
+        assert.notInclude(text, "w39")
+        const [upstream] = yield* h.sim.requestsFor("slow")
+        const closure = yield* h.sim.awaitClose(upstream!.id)
+        assert.strictEqual(closure.by, "client")
+        // an idle timeout would have replayed it by now
+        yield* Effect.sleep("400 millis")
+        assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
+        const log = yield* waitFor(Effect.sync(() => h.log), (log) => log.length === 1)
+        assert.strictEqual(log[0]!.attempts, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 
-  it.live("hold: a disconnect while holding closes the upstream request, and nothing is sent again", () =>
-    Effect.gen(function*() {
-      const h = yield* relay(script, { idleTimeoutMs: 150, keepalive: "50 millis" })
-      const text = yield* readThenAbort(`${h.url}${PATH}`, request("slow"), "hold", (t) => t.includes(": reprise hold"))
-      assert.notInclude(text, "response.created")
-      const [upstream] = yield* h.sim.requestsFor("slow")
-      const closure = yield* h.sim.awaitClose(upstream!.id)
-      assert.strictEqual(closure.by, "client")
-      yield* Effect.sleep("400 millis")
-      assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
-    }).pipe(Effect.scoped), 20_000)
+  it.live(
+    "hold: a disconnect while holding closes the upstream request, and nothing is sent again",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(script, { idleTimeoutMs: 150, keepalive: "50 millis" })
+        const text = yield* readThenAbort(
+          `${h.url}${PATH}`,
+          request("slow"),
+          "hold",
+          (t) => t.includes(": reprise hold")
+        )
+        assert.notInclude(text, "response.created")
+        const [upstream] = yield* h.sim.requestsFor("slow")
+        const closure = yield* h.sim.awaitClose(upstream!.id)
+        assert.strictEqual(closure.by, "client")
+        yield* Effect.sleep("400 millis")
+        assert.strictEqual((yield* h.sim.requestsFor("slow")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+})
+
+describe("Relay Responses: failures in band and across routes", () => {
+  it.live(
+    "hold: a failure after keepalives is the opening, one error and response.failed, no success terminal",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({ models: { gone: { then: { kind: "stall", durationMs: 300, then: "eof" } } } }, {
+          keepalive: "50 millis",
+          maxAttempts: 1
+        })
+        const r = yield* post(`${h.url}${PATH}`, request("gone"))
+        assert.strictEqual(r.status, 200)
+        const all = frames(r.text)
+        const firstEvent = all.findIndex((f) => !f.comment)
+        assert.isAtLeast(firstEvent, 2)
+        assert.isTrue(all.slice(0, firstEvent).every((f) => f.raw === ": reprise hold"))
+        wellFormed(r.text)
+        assert.deepStrictEqual(all.slice(firstEvent).map((f) => f.event), [
+          "response.created",
+          "response.in_progress",
+          "error",
+          "response.failed"
+        ])
+        assert.strictEqual(all.at(-2)!.data.error.type, "server_error")
+        assert.strictEqual(all.at(-1)!.data.response.status, "failed")
+        assert.deepStrictEqual(all.at(-1)!.data.response.output, [])
+        assert.strictEqual((yield* h.sim.requestsFor("gone")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "a 429 that outlasts the attempts is a 429 with Retry-After, in OpenAI's error shape",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: {
+            busy: { reply: { text: TEXT }, then: { kind: "status", status: 429, headers: { "retry-after": "1" } } }
+          }
+        }, { maxAttempts: 2 })
+        const r = yield* post(`${h.url}${PATH}`, request("busy"), { "x-reprise-preview": "live" })
+        assert.strictEqual(r.status, 429)
+        assert.strictEqual(r.headers.get("retry-after"), "1")
+        const body = JSON.parse(r.text)
+        assert.strictEqual(body.error.code, "rate_limit_exceeded")
+        assert.strictEqual((yield* h.sim.requestsFor("busy")).length, 2)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "reset: a switch of route is a rollback naming the next route; the response names the serving model",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: {
+            flaky: { reply: { text: TEXT }, then: { kind: "reset", afterTokens: 1 } },
+            healthy: { reply: { text: TEXT }, then: { kind: "stream" } }
+          }
+        }, { plan: ["flaky", "healthy"] })
+        const r = yield* post(`${h.url}${PATH}`, request("flaky"), { "x-reprise-preview": "reset" })
+        assert.strictEqual(r.status, 200)
+        wellFormed(r.text)
+        const named = repriseEvents(r.text)
+        assert.deepStrictEqual(named.map((e) => `${e.event} ${e.attempt}`), [
+          "reprise.attempt 1",
+          "reprise.rollback 1",
+          "reprise.attempt 2",
+          "reprise.rollback 2",
+          "reprise.attempt 3",
+          "reprise.commit 3"
+        ])
+        assert.deepStrictEqual(named[3]!.route, { index: 2, name: "openai-chat healthy", model: "healthy" })
+        assert.deepStrictEqual(named[5]!.route, { index: 2, name: "openai-chat healthy", model: "healthy" })
+        const all = frames(r.text)
+        const lastRollback = all.map((f) => f.event).lastIndexOf("reprise.rollback")
+        assert.strictEqual(deltas(all.slice(0, lastRollback)), "OneOne")
+        assert.strictEqual(deltas(all.slice(lastRollback)), TEXT)
+        const completed = all.at(-1)!.data.response
+        assert.strictEqual(all.at(-1)!.event, "response.completed")
+        assert.strictEqual(completed.model, "healthy")
+        assert.strictEqual(outputText(completed), TEXT)
+        assert.strictEqual(completed.output.length, 1)
+        // three items were shown, one per attempt that showed text, at increasing output indices
+        const added = all.filter((f) => f.event === "response.output_item.added").map((f) => f.data.output_index)
+        assert.deepStrictEqual(added, [0, 1, 2])
+        assert.strictEqual(
+          completed.output[0].id,
+          all.filter((f) => f.event === "response.output_item.added").at(-1)!.data.item.id
+        )
+        assert.strictEqual((yield* h.sim.requestsFor("flaky")).length, 2)
+        assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 1)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

@@ -29,7 +29,10 @@ export const faults: Record<string, SimulatorScript.ModelScript> = {
   "unauthorized": { reply, then: { kind: "status", status: 401 } },
   "healthy": { reply, then: ok },
   "tool-cut": { reply: toolReply, steps: [{ kind: "truncated-tool-call", afterChars: 6 }], then: ok },
-  "slow": { reply: { text: Array.from({ length: 40 }, (_, i) => `w${i}`).join(" ") }, then: { kind: "drip", everyMs: 50, events: 1 } }
+  "slow": {
+    reply: { text: Array.from({ length: 40 }, (_, i) => `w${i}`).join(" ") },
+    then: { kind: "drip", everyMs: 50, events: 1 }
+  }
 }
 
 export const script: SimulatorScript.Script = { models: faults }
