@@ -179,3 +179,57 @@ describe("@anthropic-ai/sdk against the relay (hold)", () => {
     20_000
   )
 })
+
+describe("@anthropic-ai/sdk against the relay (reset)", () => {
+  const resetClient = (url: string) =>
+    new Anthropic({
+      apiKey: "downstream-key",
+      baseURL: url,
+      maxRetries: 0,
+      defaultHeaders: { "x-reprise-preview": "reset" }
+    })
+
+  it.live(
+    "messages.create({stream: true}) yields the reprise events' data; dropping the blocks before the rollback leaves the answer",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(sdkScript, { idleTimeoutMs: 300 })
+        const seen = yield* Effect.promise(async () => {
+          const stream = await resetClient(h.url).messages.create({ ...params("reset-mid-stream"), stream: true })
+          const out: Array<Record<string, any>> = []
+          for await (const event of stream) out.push(event as never)
+          return out
+        })
+        const reprise = seen.filter((e) => e.type === undefined)
+        assert.strictEqual(reprise.length, 4)
+        assert.strictEqual(reprise[1]!.discardedChars, "The relay held".length)
+        const rollback = seen.indexOf(reprise[1]!)
+        const dropped = new Set(
+          seen.slice(0, rollback).filter((e) => e.type === "content_block_start").map((e) => e.index as number)
+        )
+        const text = seen.filter((e) =>
+          e.type === "content_block_delta" && e.delta.type === "text_delta" && !dropped.has(e.index)
+        ).map((e) => e.delta.text).join("")
+        assert.strictEqual(text, SDK_TEXT)
+        assert.strictEqual(seen.at(-1)!.type, "message_stop")
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
+  it.live(
+    "messages.stream(...) ignores the reprise events and keeps every block it was sent, the discarded one first",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(sdkScript, { idleTimeoutMs: 300 })
+        const message = yield* Effect.promise(() =>
+          resetClient(h.url).messages.stream(params("reset-mid-stream")).finalMessage()
+        )
+        assert.deepStrictEqual(message.content.map((b) => b.type === "text" ? b.text : b.type), [
+          "The relay held",
+          SDK_TEXT
+        ])
+        assert.strictEqual(message.stop_reason, "end_turn")
+      }).pipe(Effect.scoped),
+    20_000
+  )
+})

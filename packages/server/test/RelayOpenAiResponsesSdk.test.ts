@@ -182,3 +182,46 @@ describe("openai SDK Responses against the relay (hold)", () => {
     20_000
   )
 })
+
+describe("openai SDK Responses against the relay (reset)", () => {
+  const resetClient = (url: string) =>
+    new OpenAI({
+      apiKey: "downstream-key",
+      baseURL: `${url}/v1`,
+      maxRetries: 0,
+      defaultHeaders: { "x-reprise-preview": "reset" }
+    })
+
+  it.live(
+    "responses.create({stream: true}) yields the reprise events' data among the events and does not throw on a rollback",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(sdkScript, { idleTimeoutMs: 300 })
+        const seen = yield* Effect.promise(async () => {
+          const stream = await resetClient(h.url).responses.create({
+            model: "reset-mid-stream",
+            input: "Say it.",
+            stream: true
+          })
+          const out: Array<Record<string, any>> = []
+          for await (const event of stream) out.push(event as never)
+          return out
+        })
+        // the reprise events are objects without a `type`: attempt, rollback, attempt, commit
+        const reprise = seen.filter((e) => e.type === undefined)
+        assert.strictEqual(reprise.length, 4)
+        assert.strictEqual(reprise[1]!.discardedChars, "The relay held".length)
+        // a client that drops what came before the rollback keeps the answer alone
+        const rollback = seen.indexOf(reprise[1]!)
+        const text = (events: ReadonlyArray<Record<string, any>>) =>
+          events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("")
+        assert.strictEqual(text(seen.slice(0, rollback)), "The relay held")
+        assert.strictEqual(text(seen.slice(rollback)), SDK_TEXT)
+        const completed = seen.at(-1)!
+        assert.strictEqual(completed.type, "response.completed")
+        assert.strictEqual(completed.response.output.length, 1)
+        assert.strictEqual(completed.response.output[0].content[0].text, SDK_TEXT)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+})
