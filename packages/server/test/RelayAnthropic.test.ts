@@ -435,3 +435,40 @@ describe("Relay Anthropic: failures in band and across routes", () => {
     20_000
   )
 })
+
+describe("Relay Anthropic: tool calls in live mode, keys", () => {
+  it.live(
+    "live: a tool call cut mid-arguments after it was shown fails closed, after one send",
+    () =>
+      Effect.gen(function*() {
+        const r = yield* stream("tool-cut", "live")
+        assert.strictEqual(r.status, 200)
+        wellFormed(r.text)
+        const fs = protocolFrames(r.text)
+        const names = fs.map((f) => f.event)
+        assert.strictEqual(fs.find((f) => f.event === "content_block_start")!.data.content_block.type, "tool_use")
+        assert.strictEqual(names.at(-1), "error")
+        assert.notInclude(names, "message_delta")
+        assert.notInclude(names, "message_stop")
+        assert.strictEqual(r.sends, 1)
+      }),
+    20_000
+  )
+
+  it.live(
+    "without a relay key: 401 in Anthropic's shape, nothing sent upstream; x-api-key is a key",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay(script, { keys: ["downstream-key"] })
+        const r = yield* post(`${h.url}${PATH}`, request("healthy"))
+        assert.strictEqual(r.status, 401)
+        assert.deepStrictEqual(JSON.parse(r.text).error.type, "authentication_error")
+        assert.strictEqual(JSON.parse(r.text).type, "error")
+        assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 0)
+        const ok = yield* post(`${h.url}${PATH}`, request("healthy"), { "x-api-key": "downstream-key" })
+        assert.strictEqual(ok.status, 200)
+        whole(ok.text)
+      }).pipe(Effect.scoped),
+    20_000
+  )
+})

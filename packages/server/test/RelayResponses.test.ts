@@ -464,3 +464,34 @@ describe("Relay Responses: failures in band and across routes", () => {
     20_000
   )
 })
+
+describe("Relay Responses: tool calls in live mode, keys", () => {
+  it.live(
+    "live: a tool call cut mid-arguments after it was shown fails closed, after one send",
+    () =>
+      Effect.gen(function*() {
+        const r = yield* stream("tool-cut", "live")
+        assert.strictEqual(r.status, 200)
+        wellFormed(r.text)
+        const names = protocolFrames(r.text).map((f) => f.event)
+        assert.include(names, "response.function_call_arguments.delta")
+        assert.notInclude(names, "response.function_call_arguments.done")
+        assert.deepStrictEqual(names.slice(-2), ["error", "response.failed"])
+        assert.notInclude(names, "response.completed")
+        assert.strictEqual(r.sends, 1)
+      }),
+    20_000
+  )
+
+  it.live("without a relay key: 401 in OpenAI's shape, nothing sent upstream", () =>
+    Effect.gen(function*() {
+      const h = yield* relay(script, { keys: ["downstream-key"] })
+      const r = yield* post(`${h.url}${PATH}`, request("healthy"))
+      assert.strictEqual(r.status, 401)
+      assert.strictEqual(JSON.parse(r.text).error.code, "invalid_api_key")
+      assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 0)
+      const ok = yield* post(`${h.url}${PATH}`, request("healthy"), { authorization: "Bearer downstream-key" })
+      assert.strictEqual(ok.status, 200)
+      whole(ok.text)
+    }).pipe(Effect.scoped), 20_000)
+})
