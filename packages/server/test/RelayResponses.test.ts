@@ -8,7 +8,7 @@
  * its client went away).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, TestClock } from "effect"
+import { Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { post, relay } from "./support.js"
 import {
   type Frame,
@@ -299,6 +299,38 @@ describe("Relay Responses: non-stream", () => {
 })
 
 describe("Relay Responses: time", () => {
+  it.effect(
+    "hold: one keepalive comment per interval of the Clock, then the committed answer",
+    () =>
+      Effect.gen(function*() {
+        const h = yield* relay({
+          models: { late: { reply: { text: TEXT }, then: { kind: "slow-first-token", delayMs: 1_000 } } }
+        }, { idleTimeoutMs: 60_000, firstByteTimeoutMs: 60_000 })
+        const realTurns = Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, 20)))
+        const response = yield* Effect.fork(Effect.promise(() =>
+          fetch(`${h.url}${PATH}`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-reprise-preview": "hold" },
+            body: JSON.stringify(request("late"))
+          })
+        ))
+        for (let i = 0; i < 200 && (yield* h.sim.requestsFor("late")).length === 0; i++) yield* realTurns
+        yield* TestClock.adjust(Duration.millis(4_999))
+        for (let i = 0; i < 5; i++) yield* realTurns
+        // no byte yet: not even the status line
+        assert.isTrue(Option.isNone(yield* Fiber.poll(response)))
+        yield* TestClock.adjust(Duration.millis(1))
+        const r = yield* Fiber.join(response)
+        assert.strictEqual(r.status, 200)
+        const text = yield* Effect.promise(() => r.text())
+        assert.isTrue(text.startsWith(": reprise hold\n\nevent: response.created\n"))
+        assert.strictEqual(text.split(": reprise hold").length - 1, 1)
+        assert.strictEqual(deltas(protocolFrames(text)), TEXT)
+        assert.strictEqual(protocolFrames(text).at(-1)!.event, "response.completed")
+      }).pipe(Effect.scoped),
+    20_000
+  )
+
   it.effect("reset: a 429's Retry-After is waited on the Clock before the second send", () =>
     Effect.gen(function*() {
       const h = yield* relay(script, { idleTimeoutMs: 60_000, firstByteTimeoutMs: 60_000 })
