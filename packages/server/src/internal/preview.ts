@@ -47,6 +47,8 @@ export class Machine {
   private pendingShown = false
   /** The id and name of each tool call (by index) that the client was given, in the attempt being shown. */
   private announced = new Map<number, { id: string | undefined; name: string | undefined }>()
+  /** The tool calls the current attempt started (the indices of its `ToolCallDelta`s), shown or held. */
+  private startedCalls = new Set<number>()
   /** The number of the attempt being shown (the one a commit commits). */
   private attempt = 0
   private soft: Array<string> = []
@@ -154,6 +156,7 @@ export class Machine {
         this.buffer = []
         this.shown = false
         this.announced.clear()
+        this.startedCalls.clear()
         this.attempt = note.attempt
         if (note.route !== undefined) this.context = { ...this.context, model: note.route.model }
         if (this.mode === "reset") {
@@ -171,6 +174,7 @@ export class Machine {
         this.attempt = note.attempt
         return
       case "Preview":
+        if (note.event._tag === "ToolCallDelta") this.startedCalls.add(note.event.index)
         if (this.mode === "hold") this.buffer.push(note.event)
         else this.show(note.event)
         return
@@ -186,7 +190,8 @@ export class Machine {
           this.pending = {
             attempt: note.attempt,
             discardedChars: note.discardedText.length,
-            discardedToolCalls: note.discardedToolCalls.length,
+            // the calls it started, complete or not: a call cut mid-arguments was shown all the same
+            discardedToolCalls: Math.max(note.discardedToolCalls.length, this.startedCalls.size),
             reason: Failure.reason(note.error)
           }
           this.pendingShown = this.shown
