@@ -26,10 +26,14 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as HttpServer from "@effect/platform/HttpServer"
+import * as Message from "@reprise/core/Message"
+import * as Recovery from "@reprise/core/Recovery"
+import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Relay from "@reprise/server/Relay"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Redacted from "effect/Redacted"
 import { createParser } from "eventsource-parser"
 import * as ChildProcess from "node:child_process"
@@ -43,7 +47,7 @@ import { build, materialize, mb, repoRoot } from "./support/corpus.js"
 import * as Server from "./support/server.js"
 import { fmt, plainNodeImports, summarize, type Summary, table } from "./support/stats.js"
 
-export type Client = "direct" | "proxy" | "relayLive" | "relayHold" | "portkey"
+export type Client = "direct" | "proxy" | "relayLive" | "relayHold" | "portkey" | "upstreamHalf"
 
 export interface ClientResult {
   /** Time to the first content delta at the client, one stream at a time (ms). */
@@ -91,7 +95,8 @@ const labels: Record<Client, string> = {
   proxy: "pass-through proxy (node:http + undici.request)",
   relayLive: "reprise relay, live",
   relayHold: "reprise relay, hold",
-  portkey: "@portkey-ai/gateway"
+  portkey: "@portkey-ai/gateway",
+  upstreamHalf: "context: Recovery.generate + a notification per event, no relay"
 }
 
 // --- the servers in their own processes -------------------------------------------------------------------------
@@ -334,6 +339,32 @@ export const run = async (
       relayLive: () => read(`${relay.url}/v1`, { "x-reprise-preview": "live" }, expected),
       relayHold: () => read(`${relay.url}/v1`, { "x-reprise-preview": "hold" }, expected)
     }
+    // context, not a way to read the stream: the relay's upstream half in the bench process (the provider, recovery,
+    // and one notification per event, as the relay asks for them), without the relay's downstream writer
+    const half = ManagedRuntime.make(
+      HttpProvider.layerUndici("openai-chat", {
+        apiKey: Redacted.make("sk-bench-not-a-key"),
+        baseUrl: `${upstream.url}/v1`
+      })
+    )
+    stops.push(() => half.dispose())
+    readers.upstreamHalf = async () => {
+      const started = performance.now()
+      let firstContent = -1
+      const notify = (note: RecoveryNotifications.Notification) => {
+        if (firstContent < 0 && note._tag === "Preview" && note.event._tag === "TextDelta") {
+          firstContent = performance.now() - started
+        }
+        return Effect.void
+      }
+      const reply = await half.runPromise(
+        Recovery.generate({ model: "bench", messages: [Message.user("hi")] }).pipe(
+          Effect.provideService(RecoveryNotifications.RecoveryNotifications, { notify })
+        )
+      )
+      if (reply.text !== expected) throw new Error(`upstream half: wrong text (${reply.text.length} characters)`)
+      return { firstContent, total: performance.now() - started }
+    }
     let portkey: RelayResult["portkey"]
     const started = await startPortkey()
     if ("child" in started) {
@@ -460,7 +491,9 @@ export const print = (r: RelayResult) => {
     ],
     (Object.keys(labels) as Array<Client>).map((who) => {
       const c = r.clients[who]
-      if (c === undefined) return [labels[who], "not runnable", "", "", "", "", "", "", "", ""]
+      if (c === undefined) {
+        return [labels[who], who === "portkey" && !r.portkey.ran ? "not runnable" : "not measured", "", "", "", "", "", "", "", ""]
+      }
       return [
         labels[who],
         fmt(c.firstContent.median, 2),
@@ -482,7 +515,7 @@ if (process.argv[2] === "serve") serve(process.argv[3]!, process.argv[4]!)
 
 /** `node --import tsx bench/relay.ts figure [sizeKB singleRuns warmup streams rounds]`: this figure alone. */
 if (process.argv[2] === "figure") {
-  const [sizeKB = 128, singleRuns = 30, warmup = 10, streams = 200, rounds = 5] = process.argv.slice(3).map(Number)
+  const [sizeKB = 96, singleRuns = 30, warmup = 10, streams = 200, rounds = 5] = process.argv.slice(3).map(Number)
   run({ sizeKB, singleRuns, warmup, streams, rounds }).then(
     (r) => {
       print(r)

@@ -41,7 +41,7 @@ const settings = quick
     coldStart: { runs: 11 },
     largeChat: { sizeMB: 25, runs: 5 },
     fleet: { workers: [8, 32], replies: 600 },
-    relay: { sizeKB: 128, singleRuns: 30, warmup: 10, streams: 200, rounds: 5 }
+    relay: { sizeKB: 96, singleRuns: 30, warmup: 10, streams: 200, rounds: 5 }
   }
 
 type Reach = "yes" | "effect"
