@@ -198,7 +198,7 @@ const startPortkey = async (): Promise<{ child: Child; version: string } | { err
     const child = await spawnServer(
       [entry, `--port=${port}`, "--headless"],
       (out) => out.includes("Ready for connections") ? `http://127.0.0.1:${port}` : undefined,
-      { cwd: portkeyDir(), env: { ...process.env, NODE_ENV: "production" } }
+      { cwd: portkeyDir() }
     )
     return { child, version }
   } catch (error) {
