@@ -190,7 +190,9 @@ const startPortkey = async (): Promise<{ child: Child; version: string } | { err
   const pkg = Path.join(portkeyDir(), "node_modules/@portkey-ai/gateway")
   const entry = Path.join(pkg, "build/start-server.js")
   if (!Fs.existsSync(entry)) {
-    return { error: `not installed (npm i @portkey-ai/gateway@1.15.2 in ${portkeyDir()}, or set REPRISE_BENCH_PORTKEY)` }
+    return {
+      error: `not installed (npm i @portkey-ai/gateway@1.15.2 in ${portkeyDir()}, or set REPRISE_BENCH_PORTKEY)`
+    }
   }
   const version = (JSON.parse(Fs.readFileSync(Path.join(pkg, "package.json"), "utf8")) as { version: string }).version
   const port = await freePort()
@@ -379,9 +381,7 @@ export const run = async (
         portkey = { ran: true, version: started.version }
       } catch (error) {
         await new Promise((resolve) => setTimeout(resolve, 200))
-        const logLine = started.child.log().split("\n").map((l) => l.trim()).find((l) =>
-          /error|exception/i.test(l)
-        )
+        const logLine = started.child.log().split("\n").map((l) => l.trim()).find((l) => /error|exception/i.test(l))
         portkey = {
           ran: false,
           version: started.version,
@@ -492,7 +492,18 @@ export const print = (r: RelayResult) => {
     (Object.keys(labels) as Array<Client>).map((who) => {
       const c = r.clients[who]
       if (c === undefined) {
-        return [labels[who], who === "portkey" && !r.portkey.ran ? "not runnable" : "not measured", "", "", "", "", "", "", "", ""]
+        return [
+          labels[who],
+          who === "portkey" && !r.portkey.ran ? "not runnable" : "not measured",
+          "",
+          "",
+          "",
+          "",
+          "",
+          "",
+          "",
+          ""
+        ]
       }
       return [
         labels[who],
