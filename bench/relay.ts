@@ -22,7 +22,8 @@
  * direct) ≤ 2 ms; throughput at 200 streams ≥ 0.8× direct (and ≥ 1.5× Portkey when it runs).
  *
  * `REPRISE_BENCH_RELAY_PROF=<dir>` runs the relay's process with `--cpu-prof --cpu-prof-dir=<dir>`;
- * `REPRISE_BENCH_RELAY_CLIENTS=relayLive` measures only those clients (and direct).
+ * `REPRISE_BENCH_RELAY_CLIENTS=relayLive` measures only those clients (and direct);
+ * `REPRISE_BENCH_RELAY_PACE=<ms>` has the upstream write one event every <ms> ms (a provider's pace, not a flood).
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -326,8 +327,17 @@ export const run = async (
   const dir = Server.tempDir()
   const fixture = Path.join(dir, "chat.sse")
   Fs.writeFileSync(fixture, materialize(corpus))
+  // `REPRISE_BENCH_RELAY_PACE=<ms>`: the upstream writes one event every <ms> ms instead of as fast as it can
+  const pace = process.env.REPRISE_BENCH_RELAY_PACE
   const upstream = await Server.start(dir, {
-    routes: { "openai-chat": { reply: { fixture, format: "wire" } } }
+    routes: {
+      "openai-chat": {
+        reply: { fixture, format: "wire" },
+        ...(pace === undefined
+          ? {}
+          : { steps: [{ kind: "stream", pace: { everyMs: Number(pace), events: 1 } }], afterLast: "repeat-last" })
+      }
+    }
   })
   const stops: Array<() => Promise<unknown>> = [() => upstream.stop()]
   try {
