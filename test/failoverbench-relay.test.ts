@@ -24,35 +24,9 @@ import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Relay from "@reprise/server/Relay"
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
-import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import { Clock, Context, Duration, Effect, Fiber, Layer, Option, Random, Redacted, TestClock } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Random, Redacted, TestClock } from "effect"
 import { KEY } from "./support/chat.js"
-
-/** The configuration of docs/routes.md's interactive example, as `failoverbench.test.ts` has it. */
-const interactive = {
-  deadline: Duration.seconds(40),
-  firstByteTimeout: Duration.seconds(10),
-  firstTokenTimeout: Duration.seconds(5),
-  idleTimeout: Duration.seconds(10),
-  fallbackContextWindow: 200_000
-}
-
-const prompt = "Explain in exactly sixty words why a gateway earns trust only when the provider behind it misbehaves."
-
-/** The catalogue's faults with the full profile's delays, and no pause between tokens. */
-const script: SimulatorScript.Script = (() => {
-  const t = { ...Failoverbench.timings.full, tokenIntervalMs: 0 }
-  const reply = { text: Failoverbench.canonicalAnswer }
-  const models: Record<string, SimulatorScript.ModelScript> = {
-    [Failoverbench.healthyModel]: { reply, then: { kind: "stream" } },
-    [Failoverbench.noPrefillModel]: { reply, then: { kind: "stream" }, rejectPrefill: true }
-  }
-  for (const s of Failoverbench.scenarios) models[s.model] = s.modelScript(t)
-  return { models }
-})()
-
-const norm = (text: string) => text.trim().replace(/\s+/g, " ")
-const canonical = norm(Failoverbench.canonicalAnswer)
+import { drive, interactive, isCanonical, prompt, script, seen, within } from "./support/failoverbench.js"
 
 /** What the endpoint client got. */
 interface Got {
@@ -143,32 +117,11 @@ const relay = (sim: Simulator.Service, circuits: Circuit.Service, models: readon
     return `http://127.0.0.1:${address.port}`
   })
 
-const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+/** One call of the endpoint client, the TestClock stepped while it runs: what it got and the seconds it took. */
+const through = (url: string, model: string) =>
+  Effect.flatMap(drive(endpoint(url, model)), ({ exit, seconds }) => Effect.map(exit, (got) => ({ got, seconds })))
 
-/**
- * Runs `effect` to its end, stepping the TestClock by 50 ms whenever the sockets have had their turns; its value and
- * the TestClock's time it took.
- */
-const drive = <A>(effect: Effect.Effect<A>) =>
-  Effect.gen(function*() {
-    const start = yield* Clock.currentTimeMillis
-    const fiber = yield* Effect.fork(effect)
-    for (let i = 0; i < 10_000 && Option.isNone(yield* fiber.poll); i++) {
-      for (let turn = 0; turn < 8; turn++) yield* nextTurn
-      if (Option.isNone(yield* fiber.poll)) yield* TestClock.adjust(Duration.millis(50))
-    }
-    const got = yield* Fiber.join(fiber)
-    return { got, seconds: ((yield* Clock.currentTimeMillis) - start) / 1000 }
-  })
-
-/** What the provider saw of `model`: its requests' times (TestClock seconds from `since`) and actions. */
-const seen = (sim: Simulator.Service, model: string, since: number) =>
-  Effect.map(
-    sim.requestsFor(model),
-    (requests) => requests.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action ?? "" }))
-  )
-
-const complete = (got: Got) => got.ok && norm(got.content) === canonical
+const complete = (got: Got) => got.ok && isCanonical(got.content)
 
 /** A scenario's single call through a relay of its model and its fallback, fresh circuits; the checks' facts. */
 const single = (id: string) =>
@@ -179,12 +132,12 @@ const single = (id: string) =>
     const circuits = Circuit.makeMemory()
     const url = yield* relay(sim, circuits, [scenario.model, scenario.fallback])
     const since = yield* Clock.currentTimeMillis
-    const { got, seconds } = yield* drive(endpoint(url, scenario.model))
+    const { got, seconds } = yield* through(url, scenario.model)
     const primary = yield* seen(sim, scenario.model, since)
     const fallback = yield* seen(sim, scenario.fallback, since)
     // the alive probe: a healthy call through a relay over the same circuits
     const healthy = yield* relay(sim, circuits, [Failoverbench.healthyModel])
-    const alive = complete((yield* drive(endpoint(healthy, Failoverbench.healthyModel))).got)
+    const alive = complete((yield* through(healthy, Failoverbench.healthyModel)).got)
     return {
       got,
       seconds,
@@ -195,10 +148,6 @@ const single = (id: string) =>
       alive
     }
   }).pipe(Effect.scoped)
-
-/** Primary attempts inside the first `window` seconds after the first one. */
-const within = (attempts: ReadonlyArray<{ readonly at: number }>, window: number) =>
-  attempts.filter((a) => a.at - attempts[0]!.at < window).length
 
 const simulator = Simulator.layer()
 
@@ -351,7 +300,7 @@ describe("failoverbench scenarios, through the relay with a plan of two routes",
         const now = yield* Clock.currentTimeMillis
         if (reset + i * 4000 > now) yield* TestClock.adjust(Duration.millis(reset + i * 4000 - now))
         const sent = ((yield* Clock.currentTimeMillis) - reset) / 1000
-        const { got, seconds } = yield* drive(endpoint(url, scenario.model))
+        const { got, seconds } = yield* through(url, scenario.model)
         assert.isAtMost(seconds, 30, `request ${i} took ${seconds}s`)
         items.push({ sent, ok: complete(got), model: got.model })
       }
@@ -390,7 +339,7 @@ describe("failoverbench scenarios, through one relay for the whole catalogue", (
       for (const id of ["S03", "S04"]) {
         const scenario = Failoverbench.scenarios.find((s) => s.id === id)!
         const since = yield* Clock.currentTimeMillis
-        const { got } = yield* drive(endpoint(url, scenario.model))
+        const { got } = yield* through(url, scenario.model)
         assert.isTrue(complete(got), got.error)
         const primary = yield* seen(sim, scenario.model, since)
         assert.isAtLeast(primary.length, 1, `${id}: the scenario's model was never asked`)

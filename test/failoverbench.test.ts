@@ -21,35 +21,9 @@ import * as Routes from "@reprise/core/Routes"
 import * as HttpProvider from "@reprise/providers/HttpProvider"
 import * as Failoverbench from "@reprise/simulator/Failoverbench"
 import * as Simulator from "@reprise/simulator/Simulator"
-import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
-import { Clock, Duration, Effect, Exit, Fiber, Layer, Option, Random, Redacted, TestClock } from "effect"
+import { Clock, Duration, Effect, Exit, Layer, Option, Random, Redacted, TestClock } from "effect"
 import { KEY } from "./support/chat.js"
-
-/** The configuration of docs/routes.md's interactive example: the one the scorecard there was measured with. */
-const interactive = {
-  deadline: Duration.seconds(40),
-  firstByteTimeout: Duration.seconds(10),
-  firstTokenTimeout: Duration.seconds(5),
-  idleTimeout: Duration.seconds(10),
-  fallbackContextWindow: 200_000
-}
-
-const prompt = "Explain in exactly sixty words why a gateway earns trust only when the provider behind it misbehaves."
-
-/** The catalogue's faults with the full profile's delays, and no pause between tokens. */
-const script: SimulatorScript.Script = (() => {
-  const t = { ...Failoverbench.timings.full, tokenIntervalMs: 0 }
-  const reply = { text: Failoverbench.canonicalAnswer }
-  const models: Record<string, SimulatorScript.ModelScript> = {
-    [Failoverbench.healthyModel]: { reply, then: { kind: "stream" } },
-    [Failoverbench.noPrefillModel]: { reply, then: { kind: "stream" }, rejectPrefill: true }
-  }
-  for (const s of Failoverbench.scenarios) models[s.model] = s.modelScript(t)
-  return { models }
-})()
-
-const norm = (text: string) => text.trim().replace(/\s+/g, " ")
-const canonical = norm(Failoverbench.canonicalAnswer)
+import { drive, interactive, isCanonical, prompt, script, seen, within } from "./support/failoverbench.js"
 
 /** The HTTP provider of the simulator's Chat Completions route, with the interactive timeouts. */
 const chatProvider = (sim: Simulator.Service) =>
@@ -85,33 +59,7 @@ const call = (
     )
   }).pipe(Effect.provide(NodeHttpClient.layerUndici))
 
-const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-
-/**
- * Runs `effect` to its end, stepping the TestClock by 50 ms whenever the sockets have had their turns; the exit and
- * the TestClock's time it took.
- */
-const drive = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const start = yield* Clock.currentTimeMillis
-    const fiber = yield* Effect.fork(effect)
-    for (let i = 0; i < 10_000 && Option.isNone(yield* fiber.poll); i++) {
-      for (let turn = 0; turn < 8; turn++) yield* nextTurn
-      if (Option.isNone(yield* fiber.poll)) yield* TestClock.adjust(Duration.millis(50))
-    }
-    const exit = yield* Fiber.await(fiber)
-    return { exit, seconds: ((yield* Clock.currentTimeMillis) - start) / 1000 }
-  })
-
-/** What the provider saw of `model`: its requests' times (TestClock seconds from `since`) and actions. */
-const seen = (sim: Simulator.Service, model: string, since: number) =>
-  Effect.map(
-    sim.requestsFor(model),
-    (requests) => requests.map((r) => ({ at: (r.receivedAt - since) / 1000, action: r.action ?? "" }))
-  )
-
-const complete = (exit: Exit.Exit<Generation.Reply, unknown>) =>
-  Exit.isSuccess(exit) && norm(exit.value.text) === canonical
+const complete = (exit: Exit.Exit<Generation.Reply, unknown>) => Exit.isSuccess(exit) && isCanonical(exit.value.text)
 
 /** The alive probe: one healthy `fb-ok` call through the same circuits succeeds with the canonical answer. */
 const alive = (sim: Simulator.Service, circuits: Circuit.Service) =>
@@ -140,10 +88,6 @@ const single = (id: string) =>
       alive: yield* alive(sim, circuits)
     }
   })
-
-/** Primary attempts inside the first `window` seconds after the first one. */
-const within = (attempts: ReadonlyArray<{ readonly at: number }>, window: number) =>
-  attempts.filter((a) => a.at - attempts[0]!.at < window).length
 
 const simulator = Simulator.layer()
 
