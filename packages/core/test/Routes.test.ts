@@ -5,9 +5,10 @@
  * failure and each route's last one. Every wait on the TestClock, every send counted per route.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
+import { Clock, Duration, Effect, Exit, Fiber, Layer, Option, TestClock } from "effect"
 import * as Budget from "../src/Budget.js"
 import * as Circuit from "../src/Circuit.js"
+import * as FleetLimits from "../src/FleetLimits.js"
 import type * as Generation from "../src/Generation.js"
 import * as Policy from "../src/Policy.js"
 import * as Provider from "../src/Provider.js"
@@ -26,6 +27,8 @@ const status = (code: number, providerCode?: string) =>
   ProviderFailure.fromHttpStatus({ status: code, ...(providerCode === undefined ? {} : { code: providerCode }) })
 const timeout = new TransportError.TransportError({ reason: "Timeout", detail: "no first byte" })
 const malformed = new TransportError.TransportError({ reason: "MalformedChunk", detail: "not JSON" })
+const status429 = (seconds: number) =>
+  ProviderFailure.fromHttpStatus({ status: 429, retryAfter: Duration.seconds(seconds) })
 
 /** Runs one reply along `routes` with its own circuits, stepping the TestClock until it ends. */
 const along = (
@@ -283,5 +286,60 @@ describe("Routes and circuits", () => {
         (error as RecoveryExhausted.RecoveryExhausted).routeFailures!.map((f) => f.message),
         ["circuit open (probe in 30s)", "circuit open (probe in 30s)"]
       )
+    }))
+})
+
+describe("Routes and the fleet", () => {
+  /** A fleet that records pushbacks and is paused until the latest one ends. */
+  const fleet = () => {
+    const pushbacks: Array<number> = []
+    let pausedUntil = 0
+    const service: FleetLimits.Service = {
+      deposit: Effect.map(Clock.currentTimeMillis, (now) => FleetLimits.pause(Duration.millis(pausedUntil - now))),
+      withdraw: Effect.succeed({ allowed: true, replays: 0, allowance: Infinity }),
+      paused: Effect.map(Clock.currentTimeMillis, (now) => FleetLimits.pause(Duration.millis(pausedUntil - now))),
+      pushback: ({ delay }) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          pushbacks.push(Duration.toMillis(delay))
+          pausedUntil = Math.max(pausedUntil, now + Duration.toMillis(delay))
+        })
+    }
+    return { layer: Layer.succeed(FleetLimits.FleetLimits, service), pushbacks }
+  }
+
+  it.effect("the primary's Retry-After pauses the fleet, and the switch to another route does not wait for it", () =>
+    Effect.gen(function*() {
+      const f = fleet()
+      const primary = route("a", "m", [{ end: status429(30) }], { attempts: 1 })
+      const fallback = route("b", "m", [ok("x")])
+      const { exit, notes } = yield* along([primary.route, fallback.route], Layer.merge(f.layer, Circuit.layerMemory()))
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.deepStrictEqual(f.pushbacks, [30_000])
+      assert.deepStrictEqual(fallback.sent.map((s) => s.at), [0])
+      assert.isFalse(notes.some((n) => n._tag === "FleetPaused"))
+    }))
+
+  it.effect("another route's Retry-After is its reply's own wait: it does not pause the fleet", () =>
+    Effect.gen(function*() {
+      const f = fleet()
+      const primary = route("a", "m", [{ end: status(503) }], { attempts: 1 })
+      const fallback = route("b", "m", [{ end: status429(5) }, ok("x")])
+      const { exit, notes } = yield* along([primary.route, fallback.route], Layer.merge(f.layer, Circuit.layerMemory()))
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.deepStrictEqual(f.pushbacks, [])
+      assert.deepStrictEqual(fallback.sent.map((s) => s.at), [0, 5000])
+      assert.isFalse(notes.some((n) => n._tag === "FleetPaused"))
+    }))
+
+  it.effect("a replay on the primary waits out the fleet's pause, as without a plan", () =>
+    Effect.gen(function*() {
+      const f = fleet()
+      const primary = route("a", "m", [{ end: status429(3) }, ok("x")])
+      const fallback = route("b", "m", [ok("never")])
+      const { exit } = yield* along([primary.route, fallback.route], Layer.merge(f.layer, Circuit.layerMemory()))
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.deepStrictEqual(f.pushbacks, [3000])
+      assert.deepStrictEqual(primary.sent.map((s) => s.at), [0, 3000])
+      assert.strictEqual(fallback.sends(), 0)
     }))
 })

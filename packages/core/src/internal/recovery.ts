@@ -321,25 +321,34 @@ class ReplyRun<RH> implements Resumption.Service {
    * nothing of the steps before is held while an attempt reads its stream.
    */
   attempts(): Effect.Effect<Generation.Reply, RecoveryError, RH> {
-    const attempt = Effect.flatMap(Effect.suspend(() => this.attempt()), (decision) => this.after(decision))
-    const next = Effect.zipRight(
+    const attempt = Effect.zipRight(
       this.pacing.admit,
-      this.circuit === undefined
-        ? attempt
-        : Effect.flatMap(Effect.suspend(() => this.admitted()), (stop) => stop === undefined ? attempt : stop)
+      Effect.flatMap(Effect.suspend(() => this.attempt()), (decision) => this.after(decision))
     )
-    if (this.fleet === FleetLimits.unlimited) return next
-    // A reply's first attempt credits the fleet's budget (a replay was debited before its backoff); either way the
-    // send waits out a pause the fleet is in.
+    const sent = this.fleet === FleetLimits.unlimited ? attempt : Effect.suspend(() => this.fleetChecked(attempt))
+    return this.circuit === undefined
+      ? sent
+      : Effect.flatMap(Effect.suspend(() => this.admitted()), (stop) => stop === undefined ? sent : stop)
+  }
+
+  /**
+   * The fleet's part before a send: a reply's first attempt credits the fleet's budget (a replay was debited before its
+   * backoff), and a send to the primary route waits out a pause the fleet is in. The fleet's pause is the primary's: it
+   * is set by the primary's pushback, and another route of a plan does not share it.
+   */
+  fleetChecked(attempt: Effect.Effect<Generation.Reply, RecoveryError, RH>) {
+    const primary = this.current === 0
+    const pause = this.attemptsOfReply === 0
+      ? this.fleet.deposit
+      : primary
+      ? this.fleet.paused
+      : Effect.succeed(Option.none<FleetLimits.Pause>())
     return Effect.flatMap(
-      Effect.flatMap(
-        this.attemptsOfReply === 0 ? this.fleet.deposit : this.fleet.paused,
-        (pause) => this.waitForFleet(pause)
-      ),
+      Effect.flatMap(pause, (pause) => primary ? this.waitForFleet(pause) : Effect.succeed(Option.none())),
       (beyond) =>
         Option.isSome(beyond)
           ? Effect.zipRight(this.abandon(), this.exhausted("RetryAfterBeyondDeadline", beyond.value))
-          : next
+          : attempt
     )
   }
 
@@ -594,11 +603,12 @@ class ReplyRun<RH> implements Resumption.Service {
   }
 
   /**
-   * A Retry-After pauses the fleet until it is over counted from the failure, as this reply's own wait is, so the
-   * pause ends with that wait.
+   * A Retry-After of the primary route pauses the fleet until it is over counted from the failure, as this reply's own
+   * wait is, so the pause ends with that wait.
    */
   pushback(error: AttemptError, failedAt: bigint): Effect.Effect<void> {
-    return TransportError.isTransportError(error) && error.retryAfter !== undefined
+    // only the primary's: the fleet's pause is the primary route's (see `fleetChecked`)
+    return this.current === 0 && TransportError.isTransportError(error) && error.retryAfter !== undefined
       ? Effect.flatMap(
         leftOf(error.retryAfter, failedAt),
         (delay) => this.fleet.pushback(error.status === undefined ? { delay } : { delay, status: error.status })
