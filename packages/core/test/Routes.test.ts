@@ -270,6 +270,31 @@ describe("Routes and circuits", () => {
       }).pipe(Effect.provide(circuits))
     }))
 
+  it.effect("a route skipped past the deadline is not switched from: the reply ends with the deadline", () =>
+    Effect.gen(function*() {
+      const circuit = Circuit.makeMemory({ failureThreshold: 1, coolDown: Duration.seconds(30) })
+      const a = route("a", "m", [ok("x")])
+      const b = route("b", "m", [ok("x")])
+      yield* circuit.failed(Routes.key(a.route))
+      const notes = yield* recorder
+      // one budget for the scope: its deadline has passed when the reply starts
+      const fiber = yield* Budget.scoped(Effect.zipRight(
+        Effect.sleep(Duration.seconds(2)),
+        Recovery.generate(request).pipe(
+          Effect.provide(Layer.mergeAll(
+            Routes.layer(Routes.make(a.route, b.route)),
+            Layer.succeed(Circuit.Circuit, circuit),
+            notes.layer
+          ))
+        )
+      )).pipe(Effect.provide(Budget.layer({ deadline: Duration.seconds(1) })), Effect.exit, Effect.fork)
+      yield* TestClock.adjust(Duration.seconds(3))
+      const error = yield* Effect.flip(yield* Fiber.join(fiber))
+      assert.isTrue(RecoveryExhausted.isRecoveryExhausted(error) && error.reason === "Deadline")
+      assert.deepStrictEqual([a.sends(), b.sends()], [0, 0])
+      assert.isFalse((yield* notes.all).some((n) => n._tag === "RouteSwitched"))
+    }))
+
   it.effect("every route's circuit open: RecoveryExhausted{CircuitOpen}, nothing sent", () =>
     Effect.gen(function*() {
       const circuit = Circuit.makeMemory({ failureThreshold: 1, coolDown: Duration.seconds(30) })

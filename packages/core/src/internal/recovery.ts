@@ -415,13 +415,15 @@ class ReplyRun<RH> implements Resumption.Service {
         const to = self.current + 1
         if (to >= routes.length) return self.routesEnded()
         const now = yield* Clock.currentTimeNanos
+        // no route is switched to past the deadline, as no attempt is started past it
+        if (now >= allowance.deadlineAt) return self.exhausted("Deadline")
         yield* self.notify(N.RouteSwitched({
           from: route.planned!.ref,
           to: routes[to]!.planned!.ref,
           reason: "CircuitOpen",
           nextAttempt: (yield* allowance.used) + 1,
           remainingAttempts: yield* allowance.remainingAttempts,
-          remainingTime: Duration.nanos(allowance.deadlineAt > now ? allowance.deadlineAt - now : 0n)
+          remainingTime: Duration.nanos(allowance.deadlineAt - now)
         }))
         yield* Metric.increment(self.meters.switches("CircuitOpen"))
         self.current = to
