@@ -29,14 +29,19 @@ export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "cont
 export type FinishReason = typeof FinishReason.Type
 
 /**
- * Token usage, when the provider reports it.
+ * Token usage, when the provider reports it. `inputTokens` counts every input token, cached ones included;
+ * `cacheReadTokens` (read from the provider's prompt cache) and `cacheWriteTokens` (written to it) are the parts of
+ * it the provider reported as such (Anthropic's `cache_read_input_tokens` / `cache_creation_input_tokens`, OpenAI's
+ * `cached_tokens`), absent when it reported none.
  *
  * @since 0.1.0
  * @category models
  */
 export const Usage = Schema.Struct({
   inputTokens: Schema.Number,
-  outputTokens: Schema.Number
+  outputTokens: Schema.Number,
+  cacheReadTokens: Schema.optional(Schema.Number),
+  cacheWriteTokens: Schema.optional(Schema.Number)
 })
 
 /**
@@ -55,7 +60,8 @@ export interface Usage extends Schema.Schema.Type<typeof Usage> {}
  *   already surfaced by `ReasoningDelta`s; this carries what sending it back needs. Never text.
  * - `ToolCallDelta`: a fragment of a tool call's JSON arguments (for previews only).
  * - `ToolCallComplete`: a tool call whose arguments parsed at a complete JSON boundary.
- * - `Usage`: token counts.
+ * - `Usage`: token counts. A `partial` one is reported before the terminal (Anthropic's `message_start`): its input
+ *   counts are the provider's, its output count is not final. The last `Usage` without `partial` is the attempt's.
  * - `Finish`: the protocol's terminal event arrived.
  *
  * @since 0.1.0
@@ -72,7 +78,7 @@ export type GenerationEvent = Data.TaggedEnum<{
     readonly argumentsDelta: string
   }
   ToolCallComplete: { readonly call: Message.ToolCall }
-  Usage: { readonly usage: Usage }
+  Usage: { readonly usage: Usage; readonly partial?: boolean | undefined }
   Finish: {
     readonly reason: FinishReason
     readonly providerReason: string

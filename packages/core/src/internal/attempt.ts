@@ -12,7 +12,10 @@ export class Accumulator {
   reasoning = ""
   readonly reasoningParts: Array<Message.ReasoningPart> = []
   readonly toolCalls: Array<Message.ToolCall> = []
+  /** The attempt's usage: the last report without `partial`. */
   usage: Generation.Usage | undefined = undefined
+  /** A usage reported before the terminal (`partial`): its input counts are the provider's. */
+  startUsage: Generation.Usage | undefined = undefined
   finish:
     | { readonly reason: Generation.FinishReason; readonly providerReason: string; readonly model?: string | undefined }
     | undefined = undefined
@@ -29,7 +32,8 @@ export class Accumulator {
   add(event: Generation.GenerationEvent): boolean {
     switch (event._tag) {
       case "Usage":
-        this.usage = event.usage
+        if (event.partial === true) this.startUsage = event.usage
+        else this.usage = event.usage
         return true
       case "Finish":
         if (this.finish === undefined) this.finish = event
