@@ -11,6 +11,7 @@
 import * as Data from "effect/Data"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Ledger from "./Ledger.js"
 import type * as Message from "./Message.js"
 
 /**
@@ -226,6 +227,11 @@ export class Reply extends Data.Class<{
   readonly model?: string | undefined
   /** The route of the plan that served the reply (see `Routes`); absent when the reply ran without a plan. */
   readonly route?: RouteRef | undefined
+  /**
+   * What every attempt of the reply cost beside what was committed (see `Ledger`). Recovery always sets it; absent on
+   * a reply made by hand.
+   */
+  readonly ledger?: Ledger.Ledger | undefined
 }> {
   /**
    * Whether the reply stopped before the model finished (token limit, `response.incomplete`).

@@ -94,6 +94,11 @@ export interface Options<R = never> {
    * (`gen_ai.system`, `gen_ai.request.model`, …).
    */
   readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * The request the generation sends, for the ledger (see `Ledger`): its model names the attempts and its characters
+   * estimate their input tokens when the provider reports none. {@link generate} sets it.
+   */
+  readonly request?: Generation.GenerationRequest | undefined
 }
 
 /**
@@ -167,6 +172,7 @@ export const generate = <RH = never>(
     const A = Telemetry.Attribute
     const spanned: Options<RH> = {
       ...options,
+      request,
       spanAttributes: {
         [A.system]: system,
         [A.operation]: "chat",

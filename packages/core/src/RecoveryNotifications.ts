@@ -31,6 +31,7 @@ import * as Layer from "effect/Layer"
 import type * as PubSub from "effect/PubSub"
 import type * as Queue from "effect/Queue"
 import type * as Generation from "./Generation.js"
+import type * as Ledger from "./Ledger.js"
 import type * as Message from "./Message.js"
 import type * as Policy from "./Policy.js"
 import type * as Resumption from "./Resumption.js"
@@ -66,6 +67,8 @@ export type Notification = Data.TaggedEnum<{
     /** Tool calls the failed attempt had completed; none of them was run. */
     readonly discardedToolCalls: ReadonlyArray<Message.ToolCall>
     readonly error: unknown
+    /** The attempt's ledger entry: how far it got and what it cost (see `Ledger`). */
+    readonly entry?: Ledger.Entry | undefined
   }
   RetryScheduled: {
     readonly nextAttempt: number
@@ -93,13 +96,18 @@ export type Notification = Data.TaggedEnum<{
     readonly remainingTime: Duration.Duration
   }
   Committed: { readonly reply: Generation.Reply }
-  /** Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. */
-  Exhausted: { readonly error: unknown }
+  /**
+   * Recovery gave up: attempts or deadline exhausted, or a `Retry-After` past the deadline. `ledger`: what every
+   * attempt cost (see `Ledger`).
+   */
+  Exhausted: { readonly error: unknown; readonly ledger?: Ledger.Ledger | undefined }
   /** A failure that is not replayed (permanent, blocked by external effects, replay disabled, a hook). */
   Failed: {
     readonly error: unknown
     /** Characters of preview the attempt that failed had shown (0 when it was not sent, or a hook failed first). */
     readonly partialOutputChars?: number | undefined
+    /** What every attempt cost (see `Ledger`). */
+    readonly ledger?: Ledger.Ledger | undefined
   }
   /** The fleet is paused by server pushback: attempt `attempt` waits `delay` before it is sent. */
   FleetPaused: {

@@ -15,7 +15,7 @@
  * key where they are made, so no key reaches a span.
  *
  * **Metrics** ({@link attempts}, {@link discards}, {@link exhaustions}, {@link retryDelay}, {@link committed},
- * {@link retryAfterWaits}, {@link surfaced}) are global `effect/Metric`s; {@link Recovery.generate} updates them
+ * {@link retryAfterWaits}, {@link surfaced}, {@link tokens}) are global `effect/Metric`s; {@link Recovery.generate} updates them
  * tagged with `gen_ai.system` (the tag is part of the key, see `meters`); export them with `@effect/opentelemetry`'s
  * `Metrics`/`OtlpMetrics` layers.
  *
@@ -56,6 +56,10 @@ export const Attribute = {
   requestMaxTokens: "gen_ai.request.max_tokens",
   inputTokens: "gen_ai.usage.input_tokens",
   outputTokens: "gen_ai.usage.output_tokens",
+  /** On an attempt: input tokens the provider read from its prompt cache (part of `gen_ai.usage.input_tokens`). */
+  cacheReadTokens: "gen_ai.usage.cache_read.input_tokens",
+  /** On an attempt: input tokens the provider wrote to its prompt cache (part of `gen_ai.usage.input_tokens`). */
+  cacheWriteTokens: "gen_ai.usage.cache_creation.input_tokens",
   finishReasons: "gen_ai.response.finish_reasons",
   /** On a committed reply and attempt: the model the provider named in its response. */
   responseModel: "gen_ai.response.model",
@@ -104,7 +108,28 @@ export const Attribute = {
   /** With a plan, on an attempt and a committed reply: the route's display name. */
   route: "reprise.route",
   /** On an attempt whose failure left its route: why (`Transient`, `Timeout`, `Rejected`, …). */
-  routeSwitch: "reprise.route.switch_reason"
+  routeSwitch: "reprise.route.switch_reason",
+  /**
+   * On an attempt: its billing verdict by the ledger's policy (`exact`, `estimated`, `not-billed`; see `Ledger`). Its
+   * `gen_ai.usage.*` are its ledger entry's counts: reported or estimated as the two attributes below say.
+   */
+  usageVerdict: "reprise.usage.verdict",
+  /** On an attempt: how far it got (`none`, `headers`, `content`, `terminal`). */
+  usagePhase: "reprise.usage.phase",
+  /** On an attempt: where its input count came from (`reported`, `estimated`, `none`). */
+  usageInputSource: "reprise.usage.input_source",
+  /** On an attempt: where its output count came from (`reported`, `estimated`, `none`). */
+  usageOutputSource: "reprise.usage.output_source",
+  /** On an attempt: its tokens at the user's prices (see `Prices`), when its model has some. */
+  usageCost: "reprise.usage.cost",
+  /** On the reply span: input tokens of the attempts it discarded, billed ones only. */
+  discardedInputTokens: "reprise.discarded.input_tokens",
+  /** On the reply span: output tokens of the attempts it discarded, billed ones only. */
+  discardedOutputTokens: "reprise.discarded.output_tokens",
+  /** On the reply span, with prices: the committed attempt's cost. */
+  committedCost: "reprise.committed.cost",
+  /** On the reply span, with prices: the discarded attempts' cost. */
+  discardedCost: "reprise.discarded.cost"
 } as const
 
 const counterKey = (name: string, description: string) => MetricKey.counter(name, { description, incremental: true })
@@ -146,6 +171,10 @@ const keys = {
   retryAfterWaits: counterKey(
     "reprise.retry_after.waits",
     "Replays held back by the server's Retry-After (sends the backoff alone would have made early)"
+  ),
+  tokens: counterKey(
+    "reprise.tokens",
+    "Tokens of recovered replies by outcome (committed, discarded) and kind (input, output), from the ledger"
   ),
   retryDelay: MetricKey.histogram(
     "reprise.retry.delay",
@@ -229,6 +258,15 @@ export const retryAfterWaits: Metric.Metric.Counter<number> = Metric.fromMetricK
 export const retryDelay: Metric.Metric.Histogram<number> = Metric.fromMetricKey(keys.retryDelay)
 
 /**
+ * Tokens of replies from their ledgers (see `Ledger`), tagged `outcome` (`committed`: the committed attempt's;
+ * `discarded`: the other billed attempts', reported or estimated) and `kind` (`input`, `output`).
+ *
+ * @since 0.1.0
+ * @category metrics
+ */
+export const tokens: Metric.Metric.Counter<number> = Metric.fromMetricKey(keys.tokens)
+
+/**
  * The class of an error as `Tag.reason` (`TransportError.Reset`, `RecoveryExhausted.Deadline`, `HookError.onChunk`).
  *
  * @since 0.1.0
@@ -303,6 +341,7 @@ export interface Meters {
   readonly surfaced: (errorType: string) => Metric.Metric.Counter<number>
   readonly switches: (reason: string) => Metric.Metric.Counter<number>
   readonly retryDelay: (source: string) => Metric.Metric.Histogram<number>
+  readonly tokens: (outcome: "committed" | "discarded", kind: "input" | "output") => Metric.Metric.Counter<number>
 }
 
 const metersBySystem = new Map<string | undefined, Meters>()
@@ -341,7 +380,14 @@ export const meters = (system: string | undefined): Meters => {
     exhaustions: tagged(counter(keys.exhaustions), "reason"),
     surfaced: tagged(counter(keys.surfaced), Attribute.errorType),
     switches: tagged(counter(keys.switches), "reason"),
-    retryDelay: tagged(histogram(keys.retryDelay), "source")
+    retryDelay: tagged(histogram(keys.retryDelay), "source"),
+    tokens: (() => {
+      const byOutcome = {
+        committed: tagged((labels) => counter(keys.tokens)([MetricLabel.make("outcome", "committed"), ...labels]), "kind"),
+        discarded: tagged((labels) => counter(keys.tokens)([MetricLabel.make("outcome", "discarded"), ...labels]), "kind")
+      }
+      return (outcome: "committed" | "discarded", kind: "input" | "output") => byOutcome[outcome](kind)
+    })()
   }
   metersBySystem.set(system, made)
   return made

@@ -21,6 +21,11 @@ export * as HookError from "./HookError.js"
 /**
  * @since 0.1.0
  */
+export * as Ledger from "./Ledger.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Message from "./Message.js"
 
 /**
@@ -32,6 +37,11 @@ export * as Pacing from "./Pacing.js"
  * @since 0.1.0
  */
 export * as Policy from "./Policy.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Prices from "./Prices.js"
 
 /**
  * @since 0.1.0

@@ -19,6 +19,12 @@ export class Accumulator {
   finish:
     | { readonly reason: Generation.FinishReason; readonly providerReason: string; readonly model?: string | undefined }
     | undefined = undefined
+  /** Characters of text, reasoning and tool arguments received, surfaced or not (the ledger's output estimate). */
+  outputChars = 0
+  /** Whether any content (text, reasoning, a tool call) arrived. */
+  content = false
+  /** Whether a tool call's arguments arrived in fragments (then a complete call adds no characters of its own). */
+  toolDeltas = false
   /** Set the moment a chunk hook first runs: from then on the attempt cannot be replayed. */
   effectful = false
   /** False after the early break: output is no longer surfaced, only drained. */
@@ -39,24 +45,45 @@ export class Accumulator {
         if (this.finish === undefined) this.finish = event
         return true
       case "TextDelta":
+        this.produced(event.text.length)
         if (!this.surfacing) return false
         this.text += event.text
         return true
       case "ReasoningDelta":
+        this.produced(event.text.length)
         if (!this.surfacing) return false
         this.reasoning += event.text
         return true
       case "ReasoningComplete":
+        this.content = true
         if (!this.surfacing) return false
         this.reasoningParts.push(event.part)
         return true
       case "ToolCallDelta":
+        this.toolDeltas = true
+        this.produced((event.name?.length ?? 0) + event.argumentsDelta.length)
         return this.surfacing
       case "ToolCallComplete":
+        if (!this.toolDeltas) this.produced(event.call.name.length + argumentsLength(event.call.arguments))
+        this.content = true
         if (!this.surfacing) return false
         this.toolCalls.push(event.call)
         if (this.earlyBreakOnToolCall) this.surfacing = false
         return true
     }
+  }
+
+  produced(chars: number): void {
+    if (chars === 0) return
+    this.outputChars += chars
+    this.content = true
+  }
+}
+
+const argumentsLength = (value: unknown): number => {
+  try {
+    return JSON.stringify(value)?.length ?? 0
+  } catch {
+    return 0
   }
 }

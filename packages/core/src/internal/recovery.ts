@@ -25,8 +25,10 @@ import * as Classification from "../Classification.js"
 import * as FleetLimits from "../FleetLimits.js"
 import * as Generation from "../Generation.js"
 import * as HookError from "../HookError.js"
+import * as Ledger from "../Ledger.js"
 import * as Pacing from "../Pacing.js"
 import * as Policy from "../Policy.js"
+import * as Prices from "../Prices.js"
 import * as Provider from "../Provider.js"
 import * as ProviderFailure from "../ProviderFailure.js"
 import * as ProviderRejection from "../ProviderRejection.js"
@@ -55,6 +57,7 @@ export interface Options<R> {
   readonly hooks?: Hooks<R> | undefined
   readonly earlyBreakOnToolCall?: boolean | undefined
   readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
+  readonly request?: Generation.GenerationRequest | undefined
 }
 
 /**
@@ -164,7 +167,8 @@ const replyOf = <RH>(
           Context.get(context, Policy.PolicySettings),
           Context.get(context, RecoveryNotifications.RecoveryNotifications),
           Context.get(context, FleetLimits.FleetLimits),
-          Context.get(context, Pacing.Pacing)
+          Context.get(context, Pacing.Pacing),
+          Context.get(context, Prices.Prices)
         )
         return region(
           Effect.makeSpan(Telemetry.SpanName.reply, {
@@ -264,6 +268,9 @@ class ReplyRun<RH> implements Resumption.Service {
   pending: Pending | undefined = undefined
   /** The route the next attempt goes to (an index of `routes`). */
   current = 0
+  /** The ledger's entries, one per attempt decided. */
+  readonly entries: Array<Ledger.Entry> = []
+  #requestChars: number | undefined = undefined
 
   constructor(
     readonly routes: ReadonlyArray<RouteRun>,
@@ -276,9 +283,22 @@ class ReplyRun<RH> implements Resumption.Service {
     readonly policy: Policy.Settings,
     readonly notifications: RecoveryNotifications.Service,
     readonly fleet: FleetLimits.Service,
-    readonly pacing: Pacing.Service
+    readonly pacing: Pacing.Service,
+    readonly prices: Prices.PriceList
   ) {
     this.silent = RecoveryNotifications.isSilent(notifications)
+  }
+
+  /** The request's characters (`Ledger.requestChars`), counted once; undefined when the request is not known. */
+  requestChars(): number | undefined {
+    const request = this.options.request
+    if (request === undefined) return undefined
+    return this.#requestChars ??= Ledger.requestChars(request)
+  }
+
+  /** The ledger so far. */
+  ledger(): Ledger.Ledger {
+    return Ledger.make([...this.entries], Object.keys(this.prices).length > 0)
   }
 
   notify(notification: RecoveryNotifications.Notification): Effect.Effect<void> {
@@ -307,7 +327,10 @@ class ReplyRun<RH> implements Resumption.Service {
     return Effect.gen(function*() {
       yield* self.notify(N.Committed({ reply }))
       yield* Metric.increment(self.meters.committed)
-      yield* Effect.annotateCurrentSpan(replyAttributes(reply))
+      yield* Effect.annotateCurrentSpan({
+        ...replyAttributes(reply),
+        ...(reply.ledger === undefined ? {} : ledgerAttributes(reply.ledger))
+      })
       const after = self.options.hooks?.afterGeneration
       if (after !== undefined) {
         yield* Effect.mapError(after(reply), (cause) => new HookError.HookError({ hook: "afterGeneration", cause }))
@@ -548,9 +571,14 @@ class ReplyRun<RH> implements Resumption.Service {
         ...(lastShown === undefined ? {} : { partialOutputChars: lastShown }),
         ...(routeFailures === undefined ? {} : { routeFailures })
       })
-      yield* self.notify(N.Exhausted({ error }))
+      const ledger = self.ledger()
+      yield* self.notify(N.Exhausted({ error, ledger }))
       yield* Metric.increment(self.meters.exhaustions(reason))
-      yield* Effect.annotateCurrentSpan({ [A.exhaustedReason]: reason, [A.attempts]: self.attemptsOfReply })
+      yield* Effect.annotateCurrentSpan({
+        [A.exhaustedReason]: reason,
+        [A.attempts]: self.attemptsOfReply,
+        ...ledgerAttributes(ledger)
+      })
       return yield* Effect.fail(error)
     })
   }
@@ -567,9 +595,11 @@ class ReplyRun<RH> implements Resumption.Service {
   surface<A extends RecoveryError>(error: A): Effect.Effect<never, A> {
     const self = this
     return Effect.gen(function*() {
-      yield* self.notify(N.Failed({ error, partialOutputChars: self.lastShown ?? 0 }))
+      const ledger = self.ledger()
+      yield* self.notify(N.Failed({ error, partialOutputChars: self.lastShown ?? 0, ledger }))
       yield* Metric.increment(self.meters.surfaced(error._tag))
       yield* Effect.annotateCurrentSpan({
+        ...ledgerAttributes(ledger),
         [A.attempts]: self.attemptsOfReply,
         [A.errorClass]: Telemetry.errorClass(error)
       })
@@ -752,12 +782,12 @@ class ReplyRun<RH> implements Resumption.Service {
     })
   }
 
-  /** A failed attempt's preview discarded: told, counted and put on its span. */
-  discarded(attempt: number, acc: Accumulator, error: AttemptError): Effect.Effect<void> {
+  /** A failed attempt's preview discarded: told (with its ledger entry), counted and put on its span. */
+  discarded(attempt: number, acc: Accumulator, error: AttemptError, entry: Ledger.Entry): Effect.Effect<void> {
     const self = this
     return Effect.gen(function*() {
       yield* self.notify(
-        N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error })
+        N.AttemptDiscarded({ attempt, discardedText: acc.text, discardedToolCalls: acc.toolCalls, error, entry })
       )
       yield* Metric.increment(self.meters.discards)
     })
@@ -773,7 +803,8 @@ class ReplyRun<RH> implements Resumption.Service {
     attempt: number,
     acc: Accumulator,
     error: ProviderFailure.ProviderFailure,
-    failedAt: bigint
+    failedAt: bigint,
+    observe: (outcome: Ledger.Outcome) => Effect.Effect<Ledger.Entry>
   ): Effect.Effect<Decision | undefined> {
     const self = this
     return Effect.gen(function*() {
@@ -811,10 +842,11 @@ class ReplyRun<RH> implements Resumption.Service {
       })
       if (Either.isLeft(scheduled)) {
         // Recovery ends here after all: what the attempt kept is discarded with it, as when a replay cannot be made.
-        yield* self.discarded(attempt, acc, error)
+        yield* self.discarded(attempt, acc, error, yield* observe("discarded"))
         yield* Effect.annotateCurrentSpan({ [A.discardedChars]: acc.text.length, [A.outcome]: "surfaced" })
         return { _tag: "Stop", error, stop: scheduled.left } as const
       }
+      yield* observe("continued")
       return { _tag: "Resume", error, delay: scheduled.right, failedAt, pending: { continuation, responseId, acc } }
     })
   }
@@ -835,6 +867,8 @@ class AttemptRun<RH> {
   attempt: number | undefined = undefined
   debitedAt: bigint | undefined = undefined
   failedAt: bigint | undefined = undefined
+  /** Whether the generation opened: the provider answered with a stream. */
+  opened = false
 
   constructor(readonly reply: ReplyRun<RH>, readonly resumed: Pending | undefined) {
     this.acc = resumed?.acc ?? new Accumulator(reply.options.earlyBreakOnToolCall === true)
@@ -910,6 +944,7 @@ class AttemptRun<RH> {
     const read = Effect.matchEffect(open as Effect.Effect<Provider.Pull<AttemptError>, AttemptError>, {
       onFailure: (error) => Effect.zipRight(this.seen(error), Effect.fail(error)),
       onSuccess: (pull) => {
+        this.opened = true
         const next: Effect.Effect<void, AttemptError, RH> = Effect.matchEffect(pull, {
           onFailure: (end) =>
             Option.isNone(end) ? Effect.void : Effect.zipRight(this.seen(end.value), Effect.fail(end.value)),
@@ -1002,11 +1037,58 @@ class AttemptRun<RH> {
     })
   }
 
+  /**
+   * The attempt's ledger entry (see `Ledger`): recorded in the reply's ledger, put on the attempt's span, counted in
+   * `reprise.tokens`.
+   */
+  observe(outcome: Ledger.Outcome, error?: AttemptError): Effect.Effect<Ledger.Entry> {
+    const { acc, reply } = this
+    const planned = reply.routes[reply.current]!.planned
+    const status = error !== undefined && "status" in error ? error.status : undefined
+    const phase: Ledger.Phase = acc.finish !== undefined
+      ? "terminal"
+      : acc.content
+      ? "content"
+      : this.opened || status !== undefined
+      ? "headers"
+      : "none"
+    const entry = Ledger.entry({
+      attempt: this.attempt!,
+      route: planned?.ref,
+      model: planned?.ref.model ?? reply.options.request?.model,
+      servedModel: acc.finish?.model,
+      phase,
+      outcome,
+      refused: !this.opened || refusedInBand(error),
+      usage: acc.usage,
+      startUsage: acc.startUsage,
+      requestChars: reply.requestChars(),
+      outputChars: acc.outputChars
+    }, reply.prices)
+    reply.entries.push(entry)
+    const { tokens } = entry
+    const counted = outcome === "continued"
+      ? Effect.void
+      : Effect.zipRight(
+        Metric.incrementBy(reply.meters.tokens(outcome, "input"), tokens.input),
+        Metric.incrementBy(reply.meters.tokens(outcome, "output"), tokens.output)
+      )
+    return Effect.as(Effect.zipRight(Effect.annotateCurrentSpan(entryAttributes(entry)), counted), entry)
+  }
+
   /** A completed attempt, committed. */
   committed(): Effect.Effect<Decision> {
     const { acc, reply } = this
     const finish = acc.finish!
     const planned = reply.routes[reply.current]!.planned
+    return Effect.flatMap(this.observe("committed"), () => this.commit(finish, planned))
+  }
+
+  commit(
+    finish: NonNullable<Accumulator["finish"]>,
+    planned: RouteRun["planned"]
+  ): Effect.Effect<Decision> {
+    const { acc, reply } = this
     const committed = new Generation.Reply({
       text: acc.text,
       reasoning: acc.reasoning,
@@ -1017,7 +1099,8 @@ class AttemptRun<RH> {
       usage: Option.fromNullable(acc.usage),
       attempts: reply.attemptsOfReply,
       ...(finish.model === undefined ? {} : { model: finish.model }),
-      ...(planned === undefined ? {} : { route: planned.ref })
+      ...(planned === undefined ? {} : { route: planned.ref }),
+      ledger: reply.ledger()
     })
     const annotated = Effect.annotateCurrentSpan({
       [A.attempt]: this.attempt!,
@@ -1055,10 +1138,11 @@ class AttemptRun<RH> {
       const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
       const resumable = reply.replay ? reply.resumableNow() : undefined
       if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-        const resume = yield* reply.resumeOf(resumable, attempt, acc, error, failedAt)
+        const resume = yield* reply.resumeOf(resumable, attempt, acc, error, failedAt, (outcome) =>
+          self.observe(outcome, error))
         if (resume !== undefined) return resume
       }
-      yield* reply.discarded(attempt, acc, error)
+      yield* reply.discarded(attempt, acc, error, yield* self.observe("discarded", error))
       yield* Effect.annotateCurrentSpan({
         ...Telemetry.failureAttributes(error),
         [A.discardedChars]: acc.text.length,
@@ -1157,6 +1241,29 @@ const attemptSpanExit = (exit: Exit.Exit<Decision, unknown>): Effect.Effect<Exit
     // failed as `Effect.fail` fails, which captures the current span (the reply's) in the error
     : Effect.exit(Effect.fail(exit.value.error))
 
+/**
+ * A failure that is the provider's own answer (an in-band error event, or a rejection it sent), not a cut of the
+ * transport or reprise's own limit: before any content, the ledger's policy counts it not billed.
+ */
+const refusedInBand = (error: AttemptError | undefined): boolean => {
+  if (error === undefined) return false
+  if (TransportError.isTransportError(error)) return error.reason === "ProviderError" || error.reason === "HttpStatus"
+  return ProviderRejection.isProviderRejection(error) && error.reason !== "MalformedStream"
+}
+
+/** An attempt's ledger entry on its span. */
+const entryAttributes = (entry: Ledger.Entry): Record<string, unknown> => ({
+  [A.inputTokens]: entry.tokens.input,
+  [A.outputTokens]: entry.tokens.output,
+  ...(entry.tokens.cacheRead === 0 ? {} : { [A.cacheReadTokens]: entry.tokens.cacheRead }),
+  ...(entry.tokens.cacheWrite === 0 ? {} : { [A.cacheWriteTokens]: entry.tokens.cacheWrite }),
+  [A.usageVerdict]: entry.verdict,
+  [A.usagePhase]: entry.phase,
+  [A.usageInputSource]: entry.input,
+  [A.usageOutputSource]: entry.output,
+  ...(entry.cost === undefined ? {} : { [A.usageCost]: entry.cost })
+})
+
 /** The reply's facts on its span. */
 export const replyAttributes = (reply: Generation.Reply): Record<string, unknown> => ({
   [A.attempts]: reply.attempts,
@@ -1169,4 +1276,12 @@ export const replyAttributes = (reply: Generation.Reply): Record<string, unknown
     onNone: () => ({}),
     onSome: (usage) => ({ [A.inputTokens]: usage.inputTokens, [A.outputTokens]: usage.outputTokens })
   })
+})
+
+/** What the reply's discarded attempts cost, on its span. */
+const ledgerAttributes = (ledger: Ledger.Ledger): Record<string, unknown> => ({
+  [A.discardedInputTokens]: ledger.discarded.tokens.input,
+  [A.discardedOutputTokens]: ledger.discarded.tokens.output,
+  ...(ledger.committed.cost === undefined ? {} : { [A.committedCost]: ledger.committed.cost }),
+  ...(ledger.discarded.cost === undefined ? {} : { [A.discardedCost]: ledger.discarded.cost })
 })
