@@ -110,7 +110,10 @@ export const config: Config.Config<PriceList> = Config.string(variable).pipe(
  * @since 0.1.0
  * @category layers
  */
-export const layerConfig: Layer.Layer<never, ConfigError.ConfigError> = Layer.effect(Prices, Effect.suspend(() => config))
+export const layerConfig: Layer.Layer<never, ConfigError.ConfigError> = Layer.effect(
+  Prices,
+  Effect.suspend(() => config)
+)
 
 /**
  * The prices of the first of `models` the list names.

@@ -383,8 +383,14 @@ export const meters = (system: string | undefined): Meters => {
     retryDelay: tagged(histogram(keys.retryDelay), "source"),
     tokens: (() => {
       const byOutcome = {
-        committed: tagged((labels) => counter(keys.tokens)([MetricLabel.make("outcome", "committed"), ...labels]), "kind"),
-        discarded: tagged((labels) => counter(keys.tokens)([MetricLabel.make("outcome", "discarded"), ...labels]), "kind")
+        committed: tagged(
+          (labels) => counter(keys.tokens)([MetricLabel.make("outcome", "committed"), ...labels]),
+          "kind"
+        ),
+        discarded: tagged(
+          (labels) => counter(keys.tokens)([MetricLabel.make("outcome", "discarded"), ...labels]),
+          "kind"
+        )
       }
       return (outcome: "committed" | "discarded", kind: "input" | "output") => byOutcome[outcome](kind)
     })()

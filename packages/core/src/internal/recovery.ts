@@ -1138,8 +1138,14 @@ class AttemptRun<RH> {
       const stop = (stop: Effect.Effect<never, RecoveryError>): Decision => ({ _tag: "Stop", error, stop })
       const resumable = reply.replay ? reply.resumableNow() : undefined
       if (resumable !== undefined && !Budget.isBudgetExhausted(error) && !HookError.isHookError(error)) {
-        const resume = yield* reply.resumeOf(resumable, attempt, acc, error, failedAt, (outcome) =>
-          self.observe(outcome, error))
+        const resume = yield* reply.resumeOf(
+          resumable,
+          attempt,
+          acc,
+          error,
+          failedAt,
+          (outcome) => self.observe(outcome, error)
+        )
         if (resume !== undefined) return resume
       }
       yield* reply.discarded(attempt, acc, error, yield* self.observe("discarded", error))
