@@ -17,6 +17,7 @@
  *
  * @since 0.1.0
  */
+import * as Ledger from "@reprise/core/Ledger"
 import * as Schema from "effect/Schema"
 
 /**
@@ -72,7 +73,8 @@ export interface AttemptEvent extends Schema.Schema.Type<typeof AttemptEvent> {}
 /**
  * `event: reprise.rollback`: what attempt `attempt` showed is void (`discardedChars` characters of text,
  * `discardedToolCalls` tool calls); `reason` says why in a few words (`HTTP 503`, `connection reset`). When another
- * attempt follows, `nextAttempt` and `delayMs` say when, and `route` where (a switch to another route).
+ * attempt follows, `nextAttempt` and `delayMs` say when, and `route` where (a switch to another route). `entry` is the
+ * attempt's ledger entry: how far it got, its tokens and billing verdict (see `@reprise/core/Ledger`).
  *
  * @since 0.1.0
  * @category events
@@ -84,7 +86,8 @@ export const RollbackEvent = Schema.Struct({
   reason: Schema.String,
   nextAttempt: Schema.optional(Schema.Number),
   delayMs: Schema.optional(Schema.Number),
-  route: Schema.optional(Route)
+  route: Schema.optional(Route),
+  entry: Schema.optional(Ledger.Entry)
 })
 
 /**
@@ -95,7 +98,8 @@ export interface RollbackEvent extends Schema.Schema.Type<typeof RollbackEvent> 
 
 /**
  * `event: reprise.commit`: attempt `attempt` committed; `attempts` sends were made for the reply; the serving route,
- * the model the provider named and the committed attempt's usage.
+ * the model the provider named, the committed attempt's usage, and the reply's `ledger` (every attempt's entry,
+ * the committed and discarded totals; see `@reprise/core/Ledger`).
  *
  * @since 0.1.0
  * @category events
@@ -105,7 +109,8 @@ export const CommitEvent = Schema.Struct({
   attempts: Schema.Number,
   route: Schema.optional(Route),
   model: Schema.optional(Schema.String),
-  usage: Schema.optional(Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number }))
+  usage: Schema.optional(Schema.Struct({ input_tokens: Schema.Number, output_tokens: Schema.Number })),
+  ledger: Schema.optional(Ledger.Ledger)
 })
 
 /**

@@ -192,7 +192,8 @@ export class Machine {
             discardedChars: note.discardedText.length,
             // the calls it started, complete or not: a call cut mid-arguments was shown all the same
             discardedToolCalls: Math.max(note.discardedToolCalls.length, this.startedCalls.size),
-            reason: Failure.reason(note.error)
+            reason: Failure.reason(note.error),
+            ...(note.entry === undefined ? {} : { entry: note.entry })
           }
           this.pendingShown = this.shown
           this.shown = false
@@ -233,7 +234,8 @@ export class Machine {
         ...(reply.model !== undefined ? { model: reply.model } : {}),
         ...(reply.usage._tag === "Some"
           ? { usage: { input_tokens: reply.usage.value.inputTokens, output_tokens: reply.usage.value.outputTokens } }
-          : {})
+          : {}),
+        ...(reply.ledger === undefined ? {} : { ledger: reply.ledger })
       }
       this.hard(this.event(RelayProtocol.EventName.commit, data))
     }

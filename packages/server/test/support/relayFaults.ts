@@ -46,6 +46,19 @@ export const recoverable = [
   ["malformed", "One two", "malformed chunk"]
 ] as const
 
+/**
+ * The first attempt's ledger entry of each recoverable fault (`reprise.rollback`'s `entry`): how far it got and its
+ * billing verdict (docs/ledger.md). A 429 is an answer before inference; every cut after the stream opened is
+ * estimated.
+ */
+export const firstEntry: Record<(typeof recoverable)[number][0], readonly [phase: string, verdict: string]> = {
+  "cut-before": ["headers", "estimated"],
+  "cut-after": ["content", "estimated"],
+  "rate-limited": ["headers", "not-billed"],
+  "stall": ["content", "estimated"],
+  "malformed": ["content", "estimated"]
+}
+
 /** Posts `body` to `path` in `mode` against a relay in front of `faults`; the response, the sends of `model`. */
 export const run = (
   path: string,
