@@ -148,7 +148,14 @@ for (const protocol of protocols) {
           "reprise.retryable": true,
           "reprise.outcome": "retried",
           "reprise.retry.delay_ms": 2000,
-          "reprise.retry.delay_source": "retry-after"
+          "reprise.retry.delay_source": "retry-after",
+          // its ledger entry: an answer before inference, not billed
+          "gen_ai.usage.input_tokens": 0,
+          "gen_ai.usage.output_tokens": 0,
+          "reprise.usage.verdict": "not-billed",
+          "reprise.usage.phase": "headers",
+          "reprise.usage.input_source": "none",
+          "reprise.usage.output_source": "none"
         })
         assert.strictEqual(first.status.code, SpanStatusCode.ERROR)
         assert.match(first.status.message ?? "", /HTTP 429/)
@@ -164,12 +171,29 @@ for (const protocol of protocols) {
           "reprise.retry.delay_source": "backoff"
         })
         assert.isAbove(second.attributes["reprise.discarded_chars"] as number, 0)
+        // a stream cut after content: estimated, its output from the characters it produced
+        assert.deepInclude(second.attributes, {
+          "gen_ai.usage.output_tokens": Math.ceil(discarded[1].discardedText.length / 4),
+          "reprise.usage.verdict": "estimated",
+          "reprise.usage.phase": "content",
+          "reprise.usage.output_source": "estimated"
+        })
+        const ledger = reply.ledger!
+        assert.deepStrictEqual(discarded.map((d) => d.entry), ledger.entries.slice(0, 2))
+        assert.strictEqual(second.attributes["gen_ai.usage.input_tokens"], ledger.entries[1]!.tokens.input)
+        assert.deepInclude(replySpan.attributes, {
+          "reprise.discarded.input_tokens": ledger.discarded.tokens.input,
+          "reprise.discarded.output_tokens": ledger.discarded.tokens.output
+        })
         assert.strictEqual(second.status.code, SpanStatusCode.ERROR)
 
         assert.deepInclude(third.attributes, {
           "reprise.attempt": 3,
-          "reprise.outcome": "committed"
+          "reprise.outcome": "committed",
+          "reprise.usage.phase": "terminal",
+          "reprise.usage.verdict": ledger.entries[2]!.verdict
         })
+        assert.strictEqual(ledger.entries[2]!.verdict, reply.usage._tag === "Some" ? "exact" : "estimated")
         assert.deepStrictEqual(finishReasons(third), ["stop"])
         assert.isUndefined(third.attributes["error.type"])
         assert.strictEqual(third.status.code, SpanStatusCode.OK)
@@ -185,6 +209,13 @@ for (const protocol of protocols) {
         assert.strictEqual(sum(points.get("reprise.replies.committed")), 1)
         assert.strictEqual(sum(points.get("reprise.retry_after.waits")), 1)
         assert.isUndefined(points.get("reprise.exhaustions"))
+        const tokens = (outcome: string, kind: string) =>
+          sum(
+            points.get("reprise.tokens")!.filter((p) => p.attributes.outcome === outcome && p.attributes.kind === kind)
+          )
+        assert.strictEqual(tokens("discarded", "output"), ledger.discarded.tokens.output)
+        assert.strictEqual(tokens("discarded", "input"), ledger.discarded.tokens.input)
+        assert.strictEqual(tokens("committed", "output"), ledger.committed.tokens.output)
         for (const p of points.get("reprise.attempts")!) assert.strictEqual(p.attributes["gen_ai.system"], system)
         const delays = points.get("reprise.retry.delay")!.map((p) => ({
           source: p.attributes.source,
