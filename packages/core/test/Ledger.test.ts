@@ -1,5 +1,18 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, Metric, Option, Ref, Stream, TestClock } from "effect"
+import {
+  ConfigProvider,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Layer,
+  Metric,
+  Option,
+  Ref,
+  Stream,
+  TestClock
+} from "effect"
 import * as Budget from "../src/Budget.js"
 import * as Generation from "../src/Generation.js"
 import * as Ledger from "../src/Ledger.js"
@@ -320,4 +333,38 @@ describe("Recovery's ledger", () => {
       ]
       assert.deepStrictEqual(after.map((n, i) => n - before[i]), [2, 10, 8])
     }))
+})
+
+describe("Prices", () => {
+  it("parse: a JSON price list, or what is wrong with it", () => {
+    assert.deepStrictEqual(
+      Prices.parse(`{"gpt-4.1": {"input": 2, "output": 8, "cacheRead": 0.5}}`),
+      Either.right({ "gpt-4.1": { input: 2, output: 8, cacheRead: 0.5 } })
+    )
+    for (const bad of [`{"m": {"input": 2}}`, `{"m": {"input": -1, "output": 1}}`, `[1]`, `{oops`]) {
+      assert.isTrue(Either.isLeft(Prices.parse(bad)), bad)
+    }
+  })
+
+  it.effect("REPRISE_PRICES: absent is no prices; a bad value is a ConfigError naming the variable", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Effect.either(Effect.withConfigProvider(Prices.config, ConfigProvider.fromMap(new Map(Object.entries(env)))))
+      assert.deepStrictEqual(yield* read({}), Either.right({}))
+      assert.deepStrictEqual(
+        yield* read({ REPRISE_PRICES: `{"m": {"input": 1, "output": 2}}` }),
+        Either.right({ m: { input: 1, output: 2 } })
+      )
+      const bad = yield* read({ REPRISE_PRICES: `{"m": {"input": "free"}}` })
+      assert.isTrue(Either.isLeft(bad))
+      assert.match(String(Either.isLeft(bad) ? bad.left : ""), /REPRISE_PRICES is not a price list/)
+    }))
+
+  it("lookup: the served model first, then the model asked for", () => {
+    const list = { a: { input: 1, output: 1 }, b: { input: 2, output: 2 } }
+    assert.strictEqual(Prices.lookup(list, "b", "a"), list.b)
+    assert.strictEqual(Prices.lookup(list, "b-2025", "a"), list.a)
+    assert.isUndefined(Prices.lookup(list, undefined, "c"))
+    assert.isUndefined(Prices.lookup(list, "toString"))
+  })
 })

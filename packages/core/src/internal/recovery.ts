@@ -1062,7 +1062,8 @@ class AttemptRun<RH> {
       refused: !this.opened || refusedInBand(error),
       usage: acc.usage,
       startUsage: acc.startUsage,
-      requestChars: reply.requestChars(),
+      // the request is counted only when an input count may have to be estimated
+      requestChars: acc.usage === undefined && acc.startUsage === undefined ? reply.requestChars() : undefined,
       outputChars: acc.outputChars
     }, reply.prices)
     reply.entries.push(entry)
