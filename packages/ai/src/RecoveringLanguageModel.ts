@@ -18,6 +18,9 @@
  * from the routes' HTTP options, or {@link layer} built where a `Routes` layer is provided. The response metadata
  * names the model that served (`modelId`), and the finish part's `metadata.reprise.route` the route.
  *
+ * What a reply cost is in its finish part's `metadata.reprise.ledger`: one entry per attempt, discarded ones included
+ * (see `ResponseMapping`); a failed reply's is in `RecoveryAiError.facts(error).ledger`.
+ *
  * @since 0.1.0
  */
 import type * as AiError from "@effect/ai/AiError"
@@ -27,6 +30,7 @@ import type * as HttpClient from "@effect/platform/HttpClient"
 import * as Budget from "@reprise/core/Budget"
 import * as Classification from "@reprise/core/Classification"
 import type * as Generation from "@reprise/core/Generation"
+import type * as Ledger from "@reprise/core/Ledger"
 import type * as Message from "@reprise/core/Message"
 import * as Overflow from "@reprise/core/Overflow"
 import * as Policy from "@reprise/core/Policy"
@@ -194,7 +198,12 @@ const build = (
     if (remembered.size > maxRemembered) remembered.delete(remembered.keys().next().value!)
   }
   const recall: PromptMapping.Recall = (text) => remembered.get(text)
-  const origin = (method: string, attempts: number): RecoveryAiError.Origin => ({ ...endpoint, method, attempts })
+  const origin = (method: string, attempts: number, ledger?: Ledger.Ledger): RecoveryAiError.Origin => ({
+    ...endpoint,
+    method,
+    attempts,
+    ledger
+  })
 
   const generateText = (
     providerOptions: LanguageModel.ProviderOptions
@@ -204,15 +213,18 @@ const build = (
       const request = yield* PromptMapping.toRequest(providerOptions, settings, method, recall)
       const app = yield* RecoveryNotifications.RecoveryNotifications
       let attempts = 0
+      // what the reply's attempts cost, told when recovery ends in a failure
+      let ledger: Ledger.Ledger | undefined
       const counting: RecoveryNotifications.Service = {
         notify: (n) => {
           if (n._tag === "AttemptStarted" || n._tag === "AttemptResumed") attempts++
+          else if (n._tag === "Exhausted" || n._tag === "Failed") ledger = n.ledger
           return app.notify(n)
         }
       }
       const reply = yield* Overflow.generate(request).pipe(
         Effect.provideService(RecoveryNotifications.RecoveryNotifications, counting),
-        Effect.mapError((error) => RecoveryAiError.fromRecoveryError(error, origin(method, attempts)))
+        Effect.mapError((error) => RecoveryAiError.fromRecoveryError(error, origin(method, attempts, ledger)))
       )
       remember(reply)
       return ResponseMapping.fromReply(reply, provider.protocol)
@@ -232,6 +244,7 @@ const build = (
         Queue.shutdown
       )
       let attempts = 0
+      let ledger: Ledger.Ledger | undefined
       let current: AttemptParts | undefined
       const offer = (items: ReadonlyArray<Item>): Effect.Effect<void> =>
         items.length === 0 ? Effect.void : Queue.offer(queue, Take.chunk(Chunk.fromIterable(items)))
@@ -277,6 +290,10 @@ const build = (
           case "Committed":
             remember(n.reply)
             return offer([...parts(current?.commit(n.reply, provider.protocol) ?? []), ...told(n)])
+          case "Exhausted":
+          case "Failed":
+            ledger = n.ledger
+            return offer(told(n))
           default:
             return offer(told(n))
         }
@@ -290,7 +307,10 @@ const build = (
             Queue.offer(
               queue,
               Take.failCause(
-                Cause.map(cause, (error) => RecoveryAiError.fromRecoveryError(error, origin("streamText", attempts)))
+                Cause.map(
+                  cause,
+                  (error) => RecoveryAiError.fromRecoveryError(error, origin("streamText", attempts, ledger))
+                )
               )
             )
         }),

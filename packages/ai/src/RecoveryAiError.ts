@@ -14,12 +14,14 @@
  * | `HookError` | `UnknownError` |
  *
  * The `description` is reprise's own message (status, provider code, request id, Retry-After, last error) followed
- * by the attempts the reply made. `cause` is always the reprise error itself.
+ * by the attempts the reply made. `cause` is always the reprise error itself. What the failed reply's attempts cost
+ * (its `Ledger`, from the `Exhausted` or `Failed` notification) is in {@link facts}.
  *
  * @since 0.1.0
  */
 import * as AiError from "@effect/ai/AiError"
 import * as HookError from "@reprise/core/HookError"
+import type * as Ledger from "@reprise/core/Ledger"
 import type * as ProviderFailure from "@reprise/core/ProviderFailure"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import type * as Recovery from "@reprise/core/Recovery"
@@ -42,6 +44,8 @@ export interface Origin {
   readonly urlParams?: ReadonlyArray<readonly [string, string]> | undefined
   /** Physical sends the failed reply made, when known. */
   readonly attempts?: number | undefined
+  /** What the failed reply's attempts cost, when recovery told it (`Exhausted` / `Failed`). */
+  readonly ledger?: Ledger.Ledger | undefined
 }
 
 const module = "RecoveringLanguageModel"
@@ -110,14 +114,20 @@ const ofFailure = (
  */
 export const fromRecoveryError = (error: Recovery.RecoveryError, origin: Origin): AiError.AiError => {
   const mapped = mapError(error, origin)
-  if (origin.attempts !== undefined) attemptsOf.set(mapped, origin.attempts)
+  if (origin.attempts !== undefined || origin.ledger !== undefined) {
+    replyOf.set(mapped, { attempts: origin.attempts, ledger: origin.ledger })
+  }
   return mapped
 }
 
-// Kept beside the errors this module made, for `facts(error).attempts`: the sends a failed reply made, which a user
-// reads to report or bound its retries. An exhaustion carries them itself; for any other failure neither the `AiError`
-// (its schemas have no field for them) nor its `cause` (the reprise error itself, handed back unchanged) can carry them.
-const attemptsOf = new WeakMap<object, number>()
+// Kept beside the errors this module made, for `facts(error)`: the sends a failed reply made and what they cost, which
+// a user reads to report or bound its retries. An exhaustion carries its attempts itself; for the rest neither the
+// `AiError` (its schemas have no field for them) nor its `cause` (the reprise error itself, handed back unchanged) can
+// carry them.
+const replyOf = new WeakMap<
+  object,
+  { readonly attempts: number | undefined; readonly ledger: Ledger.Ledger | undefined }
+>()
 
 const mapError = (error: Recovery.RecoveryError, origin: Origin): AiError.AiError => {
   if (RecoveryExhausted.isRecoveryExhausted(error)) {
@@ -160,6 +170,12 @@ export interface Facts {
   readonly attempts: number | undefined
   /** The last attempt's error: the failure itself, or an exhaustion's `lastError`. */
   readonly lastError: ProviderFailure.ProviderFailure | undefined
+  /**
+   * What every attempt of the failed reply cost (see `Ledger` of `@reprise/core`), when recovery told it: for a
+   * failure that recovery ended (`Exhausted` or `Failed`), not for a stream the model failed itself because it had
+   * shown parts nobody could take back (that attempt's entry is on its `AttemptDiscarded`).
+   */
+  readonly ledger: Ledger.Ledger | undefined
 }
 
 /**
@@ -170,13 +186,16 @@ export interface Facts {
  */
 export const facts = (error: AiError.AiError): Option.Option<Facts> =>
   Option.map(recoveryError(error), (cause): Facts => {
+    const reply = replyOf.get(Cause.originalError(error))
+    const ledger = reply?.ledger
     if (RecoveryExhausted.isRecoveryExhausted(cause)) {
       return {
         error: cause,
         status: cause.lastError?.status,
         providerCode: cause.lastError?.providerCode,
         attempts: cause.attempts,
-        lastError: cause.lastError
+        lastError: cause.lastError,
+        ledger
       }
     }
     if (HookError.isHookError(cause)) {
@@ -184,15 +203,17 @@ export const facts = (error: AiError.AiError): Option.Option<Facts> =>
         error: cause,
         status: undefined,
         providerCode: undefined,
-        attempts: attemptsOf.get(Cause.originalError(error)),
-        lastError: undefined
+        attempts: reply?.attempts,
+        lastError: undefined,
+        ledger
       }
     }
     return {
       error: cause,
       status: cause.status,
       providerCode: cause.providerCode,
-      attempts: attemptsOf.get(Cause.originalError(error)),
-      lastError: cause
+      attempts: reply?.attempts,
+      lastError: cause,
+      ledger
     }
   })

@@ -9,13 +9,16 @@
  * | `ToolCallDelta` | — | `tool-params-start`, `tool-params-delta`…, `tool-params-end` (at commit) |
  * | `Reply.toolCalls` / `ToolCallComplete` | `tool-call` (`providerExecuted: false`) | `tool-call`, at commit only |
  * | `Reply.model` (the model the provider named in its response) | `response-metadata` (`modelId`) | `response-metadata`, at commit |
- * | `Reply.finishReason`, `usage`, `attempts` | `finish` | `finish`, at commit |
+ * | `Reply.finishReason`, `usage`, `attempts`, `ledger` | `finish` | `finish`, at commit |
  *
  * Finish reasons: `stop` → `stop`, `tool_calls` → `tool-calls`, `length` → `length`, `content_filter` →
- * `content-filter`, `other` → `other`. Usage: `inputTokens`, `outputTokens` and their sum as `totalTokens`; all
- * `undefined` when the provider reported none. The finish part's `metadata.reprise` holds `attempts` (physical sends
- * of the reply), `providerFinishReason` and `protocol`, and `route` (`{index, name, model}`) when the reply was served
- * by a plan of routes (see `Routes`). A reply whose response named no model has no `response-metadata` part.
+ * `content-filter`, `other` → `other`. Usage is the committed attempt's: `inputTokens`, `outputTokens` and their sum
+ * as `totalTokens`, all `undefined` when the provider reported none, and `cachedInputTokens` when the provider reported
+ * cache reads (`Usage` of `@effect/ai` has no field for cache writes: they are in the ledger). The finish part's
+ * `metadata.reprise` holds `attempts` (physical sends of the reply), `providerFinishReason` and `protocol`, `route`
+ * (`{index, name, model}`) when the reply was served by a plan of routes (see `Routes`), and `ledger` (every attempt's
+ * entry with the committed and discarded totals: `Ledger` of `@reprise/core`, plain JSON) when recovery made the
+ * reply. A reply whose response named no model has no `response-metadata` part.
  *
  * The reasoning part of `generateText` carries the reply's protocol-tagged reasoning parts (Anthropic thinking blocks
  * with their signatures, redacted thinking, Responses reasoning items with their encrypted content) in
@@ -58,12 +61,14 @@ export const usage = (usage: Option.Option<Generation.Usage>): typeof Response.U
     onSome: (u) => ({
       inputTokens: u.inputTokens,
       outputTokens: u.outputTokens,
-      totalTokens: u.inputTokens + u.outputTokens
+      totalTokens: u.inputTokens + u.outputTokens,
+      ...(u.cacheReadTokens === undefined ? {} : { cachedInputTokens: u.cacheReadTokens })
     })
   })
 
 /**
- * The finish part of a committed reply.
+ * The finish part of a committed reply: its reason, the committed attempt's usage, and reprise's facts in
+ * `metadata.reprise` (see the module's description).
  *
  * @since 0.1.0
  * @category mapping
@@ -77,7 +82,8 @@ export const finishPart = (reply: Generation.Reply, protocol: string): Response.
       attempts: reply.attempts,
       providerFinishReason: reply.providerFinishReason,
       protocol,
-      ...(reply.route === undefined ? {} : { route: { ...reply.route } })
+      ...(reply.route === undefined ? {} : { route: { ...reply.route } }),
+      ...(reply.ledger === undefined ? {} : { ledger: reply.ledger })
     }
   }
 })

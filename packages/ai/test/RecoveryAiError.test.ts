@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as HookError from "@reprise/core/HookError"
+import * as Ledger from "@reprise/core/Ledger"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as RecoveryExhausted from "@reprise/core/RecoveryExhausted"
 import * as TransportError from "@reprise/core/TransportError"
@@ -33,6 +34,28 @@ describe("RecoveryAiError", () => {
     assert.include(error.message, "(3 attempts)")
     const facts = Option.getOrThrow(RecoveryAiError.facts(error))
     assert.deepStrictEqual([facts.status, facts.providerCode, facts.attempts], [503, "server_error", 3])
+    assert.strictEqual(facts.ledger, undefined)
+  })
+
+  it("the ledger the origin names is in the facts, for every kind of failure", () => {
+    const ledger = Ledger.make([
+      Ledger.entry({ attempt: 1, phase: "headers", outcome: "discarded", refused: true, outputChars: 0 })
+    ])
+    const failures = [
+      new TransportError.TransportError({ reason: "HttpStatus", status: 503 }),
+      new HookError.HookError({ hook: "beforeGeneration", cause: new Error("no") }),
+      new RecoveryExhausted.RecoveryExhausted({
+        reason: "Attempts",
+        attempts: 1,
+        maxAttempts: 1,
+        elapsed: Duration.seconds(1),
+        errors: []
+      })
+    ]
+    for (const failure of failures) {
+      const error = RecoveryAiError.fromRecoveryError(failure, { ...origin, ledger })
+      assert.strictEqual(Option.getOrThrow(RecoveryAiError.facts(error)).ledger, ledger, failure._tag)
+    }
   })
 
   it("a body cut after a 200: HttpResponseError{Decode}; no status: HttpRequestError{Transport}", () => {

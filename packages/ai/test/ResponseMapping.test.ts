@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Generation from "@reprise/core/Generation"
+import * as Ledger from "@reprise/core/Ledger"
 import { Option } from "effect"
 import { AttemptParts } from "../src/internal/attemptParts.js"
 import * as ResponseMapping from "../src/ResponseMapping.js"
@@ -69,6 +70,46 @@ describe("ResponseMapping", () => {
       outputTokens: undefined,
       totalTokens: undefined
     })
+  })
+
+  it("cache reads are cachedInputTokens (cache writes have no field); the ledger is on the finish's metadata", () => {
+    const cached = { inputTokens: 1200, outputTokens: 40, cacheReadTokens: 1024, cacheWriteTokens: 100 }
+    assert.deepStrictEqual(ResponseMapping.usage(Option.some(cached)), {
+      inputTokens: 1200,
+      outputTokens: 40,
+      totalTokens: 1240,
+      cachedInputTokens: 1024
+    })
+    const ledger = Ledger.make([
+      Ledger.entry({ attempt: 1, phase: "content", outcome: "discarded", refused: false, outputChars: 30 }),
+      Ledger.entry({
+        attempt: 2,
+        phase: "terminal",
+        outcome: "committed",
+        refused: false,
+        usage: cached,
+        outputChars: 0
+      })
+    ])
+    const parts = ResponseMapping.fromReply(
+      new Generation.Reply({ ...reply, usage: Option.some(cached), ledger }),
+      "anthropic"
+    )
+    const finish = parts.at(-1)
+    assert.strictEqual(finish?.type, "finish")
+    if (finish?.type !== "finish") return
+    assert.deepStrictEqual(finish.usage, {
+      inputTokens: 1200,
+      outputTokens: 40,
+      totalTokens: 1240,
+      cachedInputTokens: 1024
+    })
+    assert.strictEqual(finish.metadata?.reprise?.ledger, ledger)
+    // the cache writes @effect/ai's usage cannot hold are in the ledger's entry
+    assert.deepStrictEqual(ledger.entries[1].tokens, { input: 1200, output: 40, cacheRead: 1024, cacheWrite: 100 })
+    // streamText's finish carries it too
+    const streamed = new AttemptParts(2, 0).commit(new Generation.Reply({ ...reply, ledger }), "anthropic").at(-1)
+    assert.strictEqual(streamed?.type === "finish" && streamed.metadata?.reprise?.ledger, ledger)
   })
 })
 
