@@ -2,7 +2,8 @@
  * The ledger's output estimate (`chars/4`) on real provider streams: every recorded capture with a usage block
  * (../shared/fixtures/recorded: openai-chat, openai-compatible, anthropic, openai-responses) is served by the
  * loopback simulator and read by the real provider (undici) under `Recovery.generate` with one attempt, cut after
- * every SSE event of its first response, then whole.
+ * every SSE event of its first response (every k-th on the long ones: {@link cutsOf}), then whole. The hand-written
+ * capture is left out.
  *
  * - Uncut, the committed entry is `exact` with exactly the capture's usage.
  * - At every cut, the entry's output is `ceil(c / 4)` for the `c` characters of text, reasoning and tool calls (the
@@ -37,7 +38,7 @@ const recordedDir = Path.resolve(Path.dirname(fileURLToPath(import.meta.url)), "
  * more token for the rounding up of a part). Measured on the plain captures: at most +44 % (openai-text, prose) and
  * 31 tokens (anthropic-clear-thinking) off.
  */
-export const bound = { relative: 0.5, tokens: 40 } as const
+const bound = { relative: 0.5, tokens: 40 } as const
 const allowed = (reference: number) => Math.max(bound.relative * reference, bound.tokens)
 
 type Json = any
@@ -255,7 +256,7 @@ const measured: Array<{ readonly uncut: Measure; readonly cuts: ReadonlyArray<Me
  * The cuts of a capture: after every event (0 to `events - 1`, the last one before the terminal, or on Chat
  * Completions before the usage chunk); on a capture longer than {@link maxCuts} events, after every k-th event (k the
  * least that gives at most that many) and after the last one before the end, to keep the suite near 10 s (every cut
- * of every capture takes 30 s: `LEDGER_ESTIMATE_ALL_CUTS=1`).
+ * of every capture, 5,688 sends, takes 20 to 30 s: `LEDGER_ESTIMATE_ALL_CUTS=1`).
  */
 const maxCuts = process.env.LEDGER_ESTIMATE_ALL_CUTS === "1" ? Infinity : 120
 const cutsOf = (capture: Capture): ReadonlyArray<number> => {
