@@ -2,8 +2,10 @@
  * The fault matrix: every protocol × every fault kind of the loopback simulator, over real HTTP with the undici
  * client. Each case scripts its route "fault, then the full stream", runs one `Recovery.generate`, and checks the
  * request count read from the simulator (2 when the fault is replayed, else 1), the class of the first attempt's
- * failure (from the `AttemptDiscarded` notification) and the final result (the committed reply, or the surfaced
- * failure). The cases come from the table in test/support/matrix.ts, which docs/fault-matrix.md shows.
+ * failure (from the `AttemptDiscarded` notification), the final result (the committed reply, or the surfaced
+ * failure), and the ledger: the first attempt's entry (the phase it reached and its billing verdict), and the
+ * committed attempt's, exact with the usage the simulator sent. The cases come from the table in
+ * test/support/matrix.ts, which docs/fault-matrix.md shows.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Recovery from "@reprise/core/Recovery"
@@ -13,17 +15,28 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { errorClass, fastPolicy, provider, recorder } from "./support/chat.js"
-import { failureOn, matrix, protocols, renderTable, resultOn, sendsOf } from "./support/matrix.js"
+import {
+  committedVerdictOn,
+  failureOn,
+  matrix,
+  on,
+  protocols,
+  renderTable,
+  resultOn,
+  sendsOf
+} from "./support/matrix.js"
 
 /** What the fault's attempt serves (when it serves a body at all). */
 const doomed = {
   text: "A doomed first attempt that never commits.",
-  toolCalls: [{ name: "lookup", arguments: { query: "from the doomed attempt" } }]
+  toolCalls: [{ name: "lookup", arguments: { query: "from the doomed attempt" } }],
+  usage: { inputTokens: 13, outputTokens: 55 }
 }
 /** What the full stream serves. */
 const whole = {
   text: "The matrix reply, committed whole.",
-  toolCalls: [{ name: "lookup", arguments: { query: "from the committed attempt" } }]
+  toolCalls: [{ name: "lookup", arguments: { query: "from the committed attempt" } }],
+  usage: { inputTokens: 21, outputTokens: 34 }
 }
 
 const request = { model: "matrix-model", messages: [{ role: "user" as const, text: "go" }] }
@@ -86,6 +99,52 @@ describe.concurrent("fault matrix", () => {
             assert.strictEqual(errorClass(result._tag === "Left" ? result.left : undefined), expected)
             assert.strictEqual(notes.of("Failed").length, 1)
             assert.deepStrictEqual(notes.of("RetryScheduled"), [])
+          }
+
+          // The ledger: the first attempt's entry, as the notifications and the reply carry it.
+          const ledger = result._tag === "Right" ? result.right.ledger : notes.of("Failed")[0]?.ledger
+          assert.strictEqual(ledger?.entries.length, sendsOf(row))
+          const first = expectedFailure === "none" ? ledger?.entries[0] : discarded[0].entry
+          if (expectedFailure !== "none") assert.deepStrictEqual(ledger?.entries[0], first)
+          assert.deepStrictEqual(
+            [first?.attempt, first?.phase, first?.verdict],
+            [1, on(row.entry.phase, protocol), row.entry.verdict]
+          )
+          if (first?.verdict === "not-billed") {
+            assert.deepStrictEqual(first.tokens, { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 })
+            assert.deepStrictEqual([first.input, first.output], ["none", "none"])
+          } else if (first?.verdict === "estimated") {
+            // output is estimated from what the attempt produced: nothing before its first content
+            assert.strictEqual(first.output, "estimated")
+            assert.strictEqual(first.tokens.output > 0, first.phase === "content")
+            // input from the request ("go": 1 token), or the input a provider reports at the start (Anthropic's
+            // message_start, where the provider reads it)
+            if (protocol === "anthropic" && first.input === "reported") {
+              assert.strictEqual(first.tokens.input, doomed.usage.inputTokens)
+            } else {
+              assert.deepStrictEqual([first.input, first.tokens.input], ["estimated", 1])
+            }
+          }
+          const verdict = committedVerdictOn(row, protocol)
+          const kept = ledger?.entries.find((e) => e.outcome === "committed")
+          if (verdict === undefined) {
+            assert.isUndefined(kept)
+          } else {
+            // exactly the usage the served stream reported
+            const { usage } = sendsOf(row) === 1 ? doomed : whole
+            assert.deepStrictEqual([kept?.attempt, kept?.phase, kept?.verdict, kept?.input, kept?.output], [
+              sendsOf(row),
+              "terminal",
+              verdict,
+              "reported",
+              "reported"
+            ])
+            assert.deepStrictEqual(kept?.tokens, {
+              input: usage.inputTokens,
+              output: usage.outputTokens,
+              cacheRead: 0,
+              cacheWrite: 0
+            })
           }
           if (row.replayed) {
             const [retry] = notes.of("RetryScheduled")

@@ -312,6 +312,31 @@ describe("Recovery's ledger", () => {
       assert.strictEqual(ledger?.discarded.billed, 0)
     }))
 
+  it.effect("a tool call's name counts once, though every fragment of its arguments repeats it", () =>
+    Effect.gen(function*() {
+      const rec = yield* recorder
+      const fragment = (index: number, name: string, argumentsDelta: string) =>
+        Generation.ToolCallDelta({ index, id: `call_${index}`, name, argumentsDelta })
+      const generation = yield* sendsOf([{
+        events: [
+          // as the providers send them: the call's start, then its arguments, each fragment naming the call
+          fragment(0, "lookup", ""),
+          fragment(0, "lookup", "{\"q\":"),
+          fragment(0, "lookup", "\"abc\"}"),
+          fragment(1, "add", "{}")
+        ],
+        end: reset
+      }])
+      yield* runToEnd(
+        Recovery.run(generation, { request }).pipe(
+          Effect.provide(Layer.merge(rec.layer, Budget.layer({ maxAttempts: 1 })))
+        )
+      )
+      const entries = (yield* rec.all).flatMap((n) => n._tag === "AttemptDiscarded" ? [n.entry] : [])
+      // "lookup", {"q":"abc"}, "add", {}: 22 characters, 6 tokens (a name counted on every fragment: 34, 9 tokens)
+      assert.deepStrictEqual(entries.map((e) => e?.tokens.output), [6])
+    }))
+
   it.effect("reprise.tokens counts committed and discarded tokens by kind", () =>
     Effect.gen(function*() {
       const counter = (outcome: string, kind: string) =>

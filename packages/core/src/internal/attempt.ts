@@ -25,6 +25,8 @@ export class Accumulator {
   content = false
   /** Whether a tool call's arguments arrived in fragments (then a complete call adds no characters of its own). */
   toolDeltas = false
+  /** The tool calls (by index) whose name was counted: every fragment repeats it, the model wrote it once. */
+  named: Set<number> | undefined = undefined
   /** Set the moment a chunk hook first runs: from then on the attempt cannot be replayed. */
   effectful = false
   /** False after the early break: output is no longer surfaced, only drained. */
@@ -61,7 +63,7 @@ export class Accumulator {
         return true
       case "ToolCallDelta":
         this.toolDeltas = true
-        this.produced((event.name?.length ?? 0) + event.argumentsDelta.length)
+        this.produced(this.nameChars(event) + event.argumentsDelta.length)
         return this.surfacing
       case "ToolCallComplete":
         if (!this.toolDeltas) this.produced(event.call.name.length + argumentsLength(event.call.arguments))
@@ -71,6 +73,15 @@ export class Accumulator {
         if (this.earlyBreakOnToolCall) this.surfacing = false
         return true
     }
+  }
+
+  /** The characters of a fragment's name, the first time its call names itself. */
+  nameChars(event: { readonly index: number; readonly name: string | undefined }): number {
+    if (event.name === undefined || event.name.length === 0) return 0
+    const named = this.named ??= new Set()
+    if (named.has(event.index)) return 0
+    named.add(event.index)
+    return event.name.length
   }
 
   produced(chars: number): void {
