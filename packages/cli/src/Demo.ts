@@ -176,7 +176,8 @@ export const run = Effect.scoped(Effect.gen(function*() {
       system: Option.none(),
       maxTokens: Option.none(),
       debug: false,
-      background: false
+      background: false,
+      prices: {}
     }
     const history: ReadonlyArray<Message.Message> = []
     // The tour is one narrative: the turn's notices are shown inline, under the step, instead of on stderr.

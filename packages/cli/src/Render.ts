@@ -10,7 +10,13 @@
  *   that the next attempt clears.
  * - `json`: one JSON object per line on stdout: `attempt`, `delta`, `discard`, `retry`, `tool_call`, `tool_result`,
  *   `commit`, `error`; and with a background response (`--background`), `resume` and `cancel`; with fallback routes
- *   (`--fallback`), `route_switched`.
+ *   (`--fallback`), `route_switched`. The ledger (see `Ledger`) is in them: `discard` has the attempt's `entry`,
+ *   `commit` the reply's `ledger`, `error` the `ledger` of the reply recovery gave up on.
+ *
+ * In `plain` and `tty`, a turn whose discarded attempts were billed (`Ledger.hasDiscardedCost`) ends, after its answer
+ * or its error, with one line on stderr saying what they cost, its replies together:
+ * `reprise: 2 attempts discarded ~1,204 input and ~3,140 output tokens (estimated), cost ~0.0123` (the cost with
+ * prices only: `--prices`, `REPRISE_PRICES`).
  *
  * With fallback routes, a reply that leaves a route says so on stderr in every mode:
  * `reprise: route 1 (openai-chat gpt-4.1) failed (HTTP 503); switching to route 2 (anthropic claude-sonnet-4)`, or

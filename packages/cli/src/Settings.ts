@@ -32,6 +32,11 @@
  * (or `GenerationRequest.background`) in code; only the CLI reads it from the environment, so its `Config` is
  * declared here, and read the same way as the others.
  *
+ * The prices of the ledger's costs (`Prices`) come from the JSON file `--prices FILE` names, else from
+ * `REPRISE_PRICES` (`Prices.variable`), decoded with `Prices.PriceList` as `Prices.config` decodes the variable; a file
+ * that cannot be read, or a value that is not a price list, is a usage error on one line naming the file or the
+ * variable: `REPRISE_PRICES is not a price list: "gpt-4.1".input: Expected a non-negative number, actual -1`.
+ *
  * The settings of fallback routes are read the same way: the circuits' with `Circuit`'s Configs
  * (`--circuit-threshold`, `--circuit-cooldown` in front of `REPRISE_CIRCUIT_THRESHOLD`, `REPRISE_CIRCUIT_COOLDOWN`),
  * the primary route's limit and window with the CLI's own (`Fallback.routeAttemptsConfig`,
@@ -42,9 +47,11 @@
  * @since 0.1.0
  */
 import * as Options from "@effect/cli/Options"
+import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Budget from "@reprise/core/Budget"
 import * as Circuit from "@reprise/core/Circuit"
 import * as Policy from "@reprise/core/Policy"
+import type * as Prices from "@reprise/core/Prices"
 import * as FleetAddress from "@reprise/fleet/FleetAddress"
 import * as FleetOptions from "@reprise/fleet/FleetOptions"
 import * as RetryBudget from "@reprise/fleet/RetryBudget"
@@ -61,6 +68,7 @@ import * as Struct from "effect/Struct"
 import { UsageError } from "./ExitCode.js"
 import * as Fallback from "./Fallback.js"
 import * as ApiKey from "./internal/apiKey.js"
+import * as PriceFile from "./internal/prices.js"
 
 /**
  * Everything a turn needs, validated.
@@ -115,6 +123,11 @@ export interface Settings {
    * options of `RedisFleet.layer`.
    */
   readonly fleet?: FleetOptions.Options | undefined
+  /**
+   * The user's prices per million tokens by model (`--prices FILE`, `REPRISE_PRICES`; see `Prices`): the ledger's
+   * costs. Empty: tokens only.
+   */
+  readonly prices: Prices.PriceList
 }
 
 /**
@@ -374,6 +387,13 @@ export const options = {
     Options.withDescription("read the API key from this variable instead of OPENAI_API_KEY / ANTHROPIC_API_KEY")
   ),
   debug: Options.boolean("debug").pipe(Options.withDescription("print stack traces with errors")),
+  prices: Options.text("prices").pipe(
+    Options.optional,
+    Options.withDescription(
+      "JSON file of prices per million tokens by model, {\"MODEL\": {\"input\": N, \"output\": N}}, to price what " +
+        "discarded attempts cost (env REPRISE_PRICES: the same JSON)"
+    )
+  ),
   fleet: fleetFlag(
     "fleet",
     "share one retry budget and Retry-After pauses with other processes over Redis: redis://HOST:PORT/DB " +
@@ -589,7 +609,7 @@ const named = (of: Owned, given: ReadonlyMap<string, string>, provider: ConfigPr
  * @since 0.1.0
  * @category constructors
  */
-export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
+export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const protocol = parsed.provider
     if (Option.isNone(parsed.model) || parsed.model.value.trim() === "") {
@@ -599,6 +619,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
     if (Option.isSome(parsed.maxTokens) && parsed.maxTokens.value < 1) {
       return yield* fail(`--max-tokens must be at least 1, got ${parsed.maxTokens.value}`)
     }
+    const prices = yield* Effect.mapError(PriceFile.resolve(parsed.prices), (detail) => new UsageError({ detail }))
     const baseUrl = Option.isSome(parsed.baseUrl)
       ? parsed.baseUrl.value
       : yield* Config.string(ProviderOptions.baseUrlVariable(protocol)).pipe(
@@ -652,6 +673,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
       maxTokens: parsed.maxTokens,
       debug: parsed.debug,
       background: values.background,
+      prices,
       // the fleet's circuits (shared over Redis) with the settings of --circuit-threshold and --circuit-cooldown
       ...(fleet === undefined ? {} : { fleet: { ...fleet, circuit: values.circuit } })
     }
@@ -664,7 +686,9 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError> =>
  * @since 0.1.0
  * @category constructors
  */
-export const resolveUpstream = (parsed: UpstreamParsed): Effect.Effect<Settings, UsageError> =>
+export const resolveUpstream = (
+  parsed: UpstreamParsed
+): Effect.Effect<Settings, UsageError, FileSystem.FileSystem> =>
   resolve({
     ...parsed,
     noRecovery: false,

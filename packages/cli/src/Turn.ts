@@ -15,6 +15,7 @@ import * as Circuit from "@reprise/core/Circuit"
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Policy from "@reprise/core/Policy"
+import * as Prices from "@reprise/core/Prices"
 import type * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
@@ -44,8 +45,9 @@ const fleetLayer = (fleet: FleetOptions.Options | undefined) =>
 
 /**
  * The provider layer for the settings' protocol over the undici client, with the budget and wait settings, and the
- * fleet's shared limits when `--fleet` names one (its module, and the Redis client, load only then). With fallback
- * routes (`--fallback`), a plan of routes instead ({@link routesLayer}) and the routes' circuits.
+ * fleet's shared limits when `--fleet` names one (its module, and the Redis client, load only then), and the user's
+ * prices (`--prices`, `REPRISE_PRICES`) for the ledger's costs. With fallback routes (`--fallback`), a plan of routes
+ * instead ({@link routesLayer}) and the routes' circuits.
  *
  * This is the README's composition ("Composing the layers") with the values already read: `Settings.resolve` read
  * the attempts, the deadline, the backoff, the timeouts and the reply bound with the very Configs that
@@ -67,6 +69,7 @@ export const providerLayer = (settings: Settings.Settings) =>
     settings.fallbacks.length === 0 ? singleLayer(settings) : routesLayer(settings),
     Budget.layer({ maxAttempts: settings.maxAttempts, deadline: settings.deadline }),
     Policy.layer({ backoffBase: settings.backoffBase, backoffMax: settings.backoffMax }),
+    Prices.layer(settings.prices),
     settings.fallbacks.length === 0
       ? fleetLayer(settings.fleet)
       : Layer.provideMerge(fleetLayer(settings.fleet), Circuit.layerMemory(settings.circuit))

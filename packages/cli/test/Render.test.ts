@@ -82,7 +82,8 @@ describe("Render", () => {
         { type: "attempt", attempt: 1 },
         { type: "delta", attempt: 1, text: "Hel" },
         { type: "delta", attempt: 1, text: "lo wor" },
-        { type: "discard", attempt: 1, discardedChars: 9 },
+        // a notification without an entry (recovery always gives one) and a reply without a ledger: null
+        { type: "discard", attempt: 1, discardedChars: 9, entry: null },
         { type: "retry", attempt: 2, delay: 1000, source: "backoff" },
         { type: "attempt", attempt: 2 },
         { type: "delta", attempt: 2, text: "Hello there" },
@@ -94,7 +95,8 @@ describe("Render", () => {
           toolCalls: 0,
           model: null,
           route: null,
-          usage: null
+          usage: null,
+          ledger: null
         }
       ])
     }))

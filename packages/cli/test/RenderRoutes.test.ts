@@ -112,7 +112,8 @@ describe("Render with routes", () => {
         toolCalls: 0,
         model: "claude-sonnet-4-20250514",
         route: second,
-        usage: { input_tokens: 12, output_tokens: 4 }
+        usage: { input_tokens: 12, output_tokens: 4 },
+        ledger: null
       })
       assert.strictEqual(stderr, switchLine)
     }))

@@ -37,7 +37,8 @@ const base: Settings.Settings = {
   system: Option.none(),
   maxTokens: Option.none(),
   debug: false,
-  background: false
+  background: false,
+  prices: {}
 }
 
 const withFallbacks: Settings.Settings = {

@@ -96,6 +96,8 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           assert.strictEqual(result.code, 0, `${value}: ${result.stderr}`)
           assert.strictEqual(result.stdout, answer + "\n")
           assert.include(result.stderr, "resumed response resp_sim_")
+          // the cut attempt's response was continued, not discarded: billed once, no line of discarded cost
+          assert.notMatch(result.stderr, /attempts? discarded/)
           assert.deepStrictEqual([yield* sends, yield* resumes], [1, 1], value)
         }
       }))
@@ -130,7 +132,13 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         // the continuation's deltas extend the first attempt's: together they are the answer, once
         assert.strictEqual(events.filter((e) => e.type === "delta").map((e) => e.text).join(""), answer)
         assert.isTrue(events.filter((e) => e.type === "delta" && e.attempt === 2).length > 0)
-        const { model: _model, usage: _usage, ...commit } = events.at(-1)!
+        const { ledger, model: _model, usage: _usage, ...commit } = events.at(-1)! as Record<string, any>
+        // the cut attempt is billed once, on the attempt that ended its response: nothing was discarded
+        assert.deepStrictEqual(ledger.entries.map((e: any) => [e.attempt, e.outcome, e.verdict]), [
+          [1, "continued", "not-billed"],
+          [2, "committed", "exact"]
+        ])
+        assert.strictEqual(ledger.discarded.billed, 0)
         assert.deepStrictEqual(commit, {
           type: "commit",
           text: answer,
@@ -181,7 +189,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           assert.strictEqual(result.stdout, answer + "\n")
           assert.match(
             result.stderr,
-            /^reprise: attempt 1\/11 failed \(connection reset\); discarded \d+ chars; retrying in 0\.0s\n$/
+            /^reprise: attempt 1\/11 failed \(connection reset\); discarded \d+ chars; retrying in 0\.0s\nreprise: 1 attempt discarded ~\d+ input and ~\d+ output tokens \(estimated\)\n$/
           )
           assert.notProperty((yield* firstBody) ?? {}, "background")
           assert.deepStrictEqual([yield* sends, yield* resumes], [2, 0])
@@ -209,7 +217,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(result.stdout, answer + "\n")
         assert.match(
           result.stderr,
-          /^reprise: attempt 1\/11 failed \(connection reset\); discarded \d+ chars; retrying in 0\.0s\n$/
+          /^reprise: attempt 1\/11 failed \(connection reset\); discarded \d+ chars; retrying in 0\.0s\nreprise: 1 attempt discarded ~\d+ input and ~\d+ output tokens \(estimated\)\n$/
         )
         assert.notProperty((yield* firstBody) ?? {}, "background")
         assert.strictEqual(yield* sends, 2)

@@ -300,7 +300,9 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(
           result.stderr,
           "reprise: route 1 (openai-chat primary-model) failed (timed out); switching to route 2 (anthropic " +
-            "claude-test)\n"
+            "claude-test)\n" +
+            // the stream was open: the policy bills the prompt ("go", 1 token by chars/4), estimated
+            "reprise: 1 attempt discarded ~1 input and ~0 output tokens (estimated)\n"
         )
         assert.strictEqual(yield* primaryCount, 1)
         assert.strictEqual(yield* fallbackCount, 1)

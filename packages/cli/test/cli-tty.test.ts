@@ -74,7 +74,7 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
 
         const final = yield* pane.waitFor("the end of the command", (s) => s.includes("[exit "))
         const lines = final.split("\n")
-        assert.strictEqual(lines.length, 6, final)
+        assert.strictEqual(lines.length, 7, final)
         assert.match(lines[0]!, /^reprise: attempt 1\/11 failed \(.+\); discarded \d+ chars; retrying in 0\.\ds$/)
         assert.strictEqual(
           lines[1],
@@ -85,7 +85,15 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.strictEqual(count(final, first), 1)
         assert.notInclude(final, "retrying in 1s…")
         assert.notInclude(final, "not part of the answer")
-        assert.strictEqual(lines[5], "[exit 0]")
+        // after the answer, what the cut attempt cost: its output estimated from the characters it had sent (chars/4)
+        const discarded = Number(/discarded (\d+) chars/.exec(lines[0]!)![1])
+        assert.match(
+          lines[5]!,
+          new RegExp(
+            `^reprise: 1 attempt discarded ~\\d+ input and ~${Math.ceil(discarded / 4)} output tokens \\(estimated\\)$`
+          )
+        )
+        assert.strictEqual(lines[6], "[exit 0]")
         assert.strictEqual(yield* sim.count("openai-chat"), 3)
       }))
 

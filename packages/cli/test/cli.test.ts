@@ -37,10 +37,18 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
       const result = yield* run(chatArgs(base, "go"), env)
       assert.strictEqual(result.code, 0)
       assert.strictEqual(result.stdout, "second attempt, whole\n")
+      const [retry, cost, end] = result.stderr.split("\n")
       assert.match(
-        result.stderr,
-        /^reprise: attempt 1\/11 failed \(stream ended early\); discarded \d+ chars; retrying in 0\.0s\n$/
+        retry!,
+        /^reprise: attempt 1\/11 failed \(stream ended early\); discarded \d+ chars; retrying in 0\.0s$/
       )
+      // then what the cut attempt cost: the prompt ("go") and the characters it had sent, by chars/4
+      const discarded = Number(/discarded (\d+) chars/.exec(retry!)![1])
+      assert.strictEqual(
+        cost,
+        `reprise: 1 attempt discarded ~1 input and ~${Math.ceil(discarded / 4)} output tokens (estimated)`
+      )
+      assert.strictEqual(end, "")
       assert.strictEqual(yield* count, 2)
     }))
 
@@ -65,10 +73,29 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         "delta",
         "commit"
       ])
-      assert.deepStrictEqual(events[1], { type: "discard", attempt: 1, discardedChars: 0 })
+      // a 503 before any stream: its ledger entry says the provider did not bill it
+      assert.deepStrictEqual(events[1], {
+        type: "discard",
+        attempt: 1,
+        discardedChars: 0,
+        entry: {
+          attempt: 1,
+          model: "test-model",
+          phase: "headers",
+          outcome: "discarded",
+          verdict: "not-billed",
+          tokens: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
+          input: "none",
+          output: "none"
+        }
+      })
       assert.strictEqual(events[2].source, "backoff")
       assert.isNumber(events[2].delay)
-      const { usage, ...commit } = events.at(-1)
+      const { ledger, usage, ...commit } = events.at(-1)
+      assert.deepStrictEqual(ledger.entries.map((e: any) => [e.attempt, e.outcome, e.verdict]), [
+        [1, "discarded", "not-billed"],
+        [2, "committed", "exact"]
+      ])
       assert.deepStrictEqual(commit, {
         type: "commit",
         text: "ok then",

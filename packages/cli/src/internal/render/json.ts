@@ -3,8 +3,13 @@
  * `retry`, `route_switched`, `resume`, `cancel`, `fleet`, `tool_call`, `tool_result`, `commit`, `error`), and the notices on stderr as
  * in the other modes. Nothing is ever erased and no countdown is drawn, on a terminal too.
  *
+ * The ledger (see `Ledger`) is in the events: a `discard` carries its attempt's `entry`, a `commit` its reply's
+ * `ledger`, and an `error` the `ledger` of the reply recovery gave up on, when there is one. The stderr line of what
+ * discarded attempts cost, written in the other modes, is not written.
+ *
  * @internal
  */
+import type * as Ledger from "@reprise/core/Ledger"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -13,6 +18,7 @@ import type * as Output from "../../Output.js"
 import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
 import * as Notices from "./notices.js"
+import * as Spent from "./spent.js"
 
 /** A delay in an event: whole milliseconds (a jittered backoff, a fleet's pause left, are fractional). */
 const wholeMillis = (delay: Duration.Duration): number => Math.round(Duration.toMillis(delay))
@@ -28,6 +34,8 @@ const routeFailures = (error: unknown) => {
     }))
   }
 }
+
+const ledgerOf = (ledger: Ledger.Ledger | undefined) => ledger === undefined ? {} : { ledger }
 
 /**
  * The `--json` renderer of one turn.
@@ -47,9 +55,11 @@ export const make = (
   let attempt = 0
   let maxAttempts = 0
   let discarded: Notices.Discarded | undefined
+  const spent = Spent.make()
   return {
     notifications: {
       notify: (n) => {
+        spent.record(n)
         switch (n._tag) {
           case "AttemptStarted":
             maxAttempts = n.maxAttempts
@@ -65,7 +75,13 @@ export const make = (
             // what was held back is dropped with the attempt: it may be the key's first characters
             preview.reset()
             discarded = { attempt: n.attempt, chars: n.discardedText.length, error: n.error }
-            return event({ type: "discard", attempt: n.attempt, discardedChars: n.discardedText.length })
+            return event({
+              type: "discard",
+              attempt: n.attempt,
+              discardedChars: n.discardedText.length,
+              // its ledger entry: how far it got, its tokens and whether they were billed
+              entry: n.entry ?? null
+            })
           case "RetryScheduled": {
             const delay = wholeMillis(n.delay)
             if (n.resume !== undefined) {
@@ -178,7 +194,9 @@ export const make = (
             usage: Option.match(reply.usage, {
               onNone: () => null,
               onSome: (usage) => ({ input_tokens: usage.inputTokens, output_tokens: usage.outputTokens })
-            })
+            }),
+            // every attempt of the reply, committed and discarded, with their totals
+            ledger: reply.ledger ?? null
           })
         ),
         Effect.forEach(
@@ -198,7 +216,9 @@ export const make = (
           message: notices.shown(outcome.message),
           exitCode: outcome.exitCode,
           // when every route of a plan failed: each route's last failure
-          ...routeFailures(error)
+          ...routeFailures(error),
+          // when recovery gave up on a reply: what each of its attempts cost
+          ...ledgerOf(spent.failed())
         }),
         output.stderr(notices.error(outcome, error, debug))
       ).pipe(Effect.as(outcome.exitCode))

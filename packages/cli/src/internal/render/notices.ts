@@ -5,6 +5,7 @@
  *
  * @internal
  */
+import * as Ledger from "@reprise/core/Ledger"
 import * as ProviderRejection from "@reprise/core/ProviderRejection"
 import * as RecoveryExhausted from "@reprise/core/RecoveryExhausted"
 import type * as RecoveryNotifications from "@reprise/core/RecoveryNotifications"
@@ -106,6 +107,35 @@ export const discardedBy = (discarded: Discarded | undefined, n: Notification<"R
   discarded !== undefined && n.reason !== "CircuitOpen" && discarded.attempt === n.nextAttempt - 1 ? discarded.chars : 0
 
 /**
+ * What the discarded attempts of `ledgers` (the ledgers of a turn's replies) cost together: their counts summed,
+ * estimated when any is, and a cost when every one has a cost; `undefined` when no discarded attempt was billed
+ * (`Ledger.hasDiscardedCost`).
+ *
+ * @internal
+ */
+export const discardedOf = (ledgers: ReadonlyArray<Ledger.Ledger>): Ledger.Totals | undefined => {
+  const billed = ledgers.filter(Ledger.hasDiscardedCost).map((ledger) => ledger.discarded)
+  if (billed.length === 0) return undefined
+  const sum = (count: (totals: Ledger.Totals) => number) => billed.reduce((acc, totals) => acc + count(totals), 0)
+  const priced = billed.every((totals) => totals.cost !== undefined)
+  return {
+    attempts: sum((totals) => totals.attempts),
+    billed: sum((totals) => totals.billed),
+    tokens: {
+      input: sum((totals) => totals.tokens.input),
+      output: sum((totals) => totals.tokens.output),
+      cacheRead: sum((totals) => totals.tokens.cacheRead),
+      cacheWrite: sum((totals) => totals.tokens.cacheWrite)
+    },
+    estimated: billed.some((totals) => totals.estimated),
+    ...(priced ? { cost: sum((totals) => totals.cost ?? 0) } : {})
+  }
+}
+
+/** A count with thousands separators: `3,140`. */
+const grouped = (count: number): string => String(Math.round(count)).replace(/\B(?=(\d{3})+(?!\d))/g, ",")
+
+/**
  * The notices of one turn, with the turn's sanitizer.
  *
  * @internal
@@ -150,6 +180,13 @@ export interface Notices {
    * a plan failed, a line per route after it: `reprise:   route 1 (openai-chat gpt-4.1): <its last failure>`.
    */
   readonly error: (outcome: ExitCode.Outcome, error: unknown, debug: boolean) => string
+  /**
+   * What a turn's discarded attempts cost ({@link discardedOf}), after its answer or its error:
+   * `reprise: 2 attempts discarded ~1,204 input and ~3,140 output tokens (estimated), cost ~0.0123`; the input tokens
+   * only when there are some, the cost only with prices (4 decimals, in the prices' unit), `~` and `(estimated)` when
+   * a count is estimated, `(exact)` otherwise.
+   */
+  readonly discardedCost: (discarded: Ledger.Totals) => string
 }
 
 const retryAfter = (source: Notification<"RetryScheduled">["delaySource"]) =>
@@ -225,6 +262,19 @@ export const make = (sanitizer: Sanitize.Sanitizer): Notices => {
       return `reprise: error [${outcome.class}]: ${shown(outcome.message)}${stack.split("\n").map(shown).join("\n")}\n${
         routes.join("")
       }`
+    },
+    // numbers only, but through the scrubber as every notice
+    discardedCost: (discarded) => {
+      const about = discarded.estimated ? "~" : ""
+      const output = `${about}${grouped(discarded.tokens.output)} output tokens`
+      const tokens = discarded.tokens.input === 0
+        ? output
+        : `${about}${grouped(discarded.tokens.input)} input and ${output}`
+      const cost = discarded.cost === undefined ? "" : `, cost ${about}${discarded.cost.toFixed(4)}`
+      const attempts = `${discarded.billed} attempt${discarded.billed === 1 ? "" : "s"}`
+      return shown(
+        `reprise: ${attempts} discarded ${tokens} (${discarded.estimated ? "estimated" : "exact"})${cost}`
+      ) + "\n"
     }
   }
 }

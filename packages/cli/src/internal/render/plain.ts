@@ -1,6 +1,7 @@
 /**
  * `plain` output (stdout is not a terminal, no `--json`): stdout gets exactly the committed answer and one newline;
- * stderr gets the notices. No preview is shown.
+ * stderr gets the notices, and after the answer or the error what the turn's discarded attempts cost, when they cost
+ * anything. No preview is shown.
  *
  * @internal
  */
@@ -10,6 +11,7 @@ import type * as Output from "../../Output.js"
 import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
 import * as Notices from "./notices.js"
+import * as Spent from "./spent.js"
 
 /**
  * The plain renderer of one turn.
@@ -23,9 +25,16 @@ export const make = (
 ): Render.Render => {
   let maxAttempts = 0
   let discarded: Notices.Discarded | undefined
+  const spent = Spent.make()
+  // after the turn's answer or its error: what its discarded attempts cost, when they cost anything
+  const cost = Effect.suspend(() => {
+    const totals = spent.discarded()
+    return totals === undefined ? Effect.void : output.stderr(notices.discardedCost(totals))
+  })
   return {
     notifications: {
       notify: (n) => {
+        spent.record(n)
         switch (n._tag) {
           case "AttemptStarted":
             maxAttempts = n.maxAttempts
@@ -62,14 +71,15 @@ export const make = (
       const reply = commit.reply
       // only the final reply is the answer; a reply that asks for tools is followed by another
       if (reply.toolCalls.length > 0) return Effect.void
-      return Effect.zipRight(
+      return Effect.all([
         output.stdout(sanitizer.scrub(reply.text) + "\n"),
-        reply.incomplete ? output.stderr(notices.incomplete(reply.providerFinishReason)) : Effect.void
-      )
+        reply.incomplete ? output.stderr(notices.incomplete(reply.providerFinishReason)) : Effect.void,
+        cost
+      ], { discard: true })
     },
     error: (error, debug) => {
       const outcome = ExitCode.classify(error)
-      return Effect.as(output.stderr(notices.error(outcome, error, debug)), outcome.exitCode)
+      return Effect.as(Effect.zipRight(output.stderr(notices.error(outcome, error, debug)), cost), outcome.exitCode)
     }
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Output on a terminal (stdout is a TTY, no `--json`): the previews stream live on stdout, the notices go to stderr,
  * and a discarded preview is followed by a notice saying how much was discarded, the replay starting on a fresh
- * line.
+ * line. After the answer or the error, a notice says what the turn's discarded attempts cost, when they cost anything.
  *
  * When stdout and stderr are one terminal that may be redrawn (`Output.Service.terminal`), a discarded preview that
  * is still all on the screen is erased once its retry is scheduled, so the screen holds one answer, and a backoff
@@ -21,6 +21,7 @@ import type * as Render from "../../Render.js"
 import type * as Sanitize from "../../Sanitize.js"
 import * as Notices from "./notices.js"
 import * as Rows from "./rows.js"
+import * as Spent from "./spent.js"
 
 /**
  * The terminal renderer of one turn.
@@ -39,6 +40,12 @@ export const make = (
   let discarded: Notices.Discarded | undefined
   // Whether the cursor is mid-line after a preview.
   let midLine = false
+  const spent = Spent.make()
+  // after the turn's answer or its error: what its discarded attempts cost, when they cost anything
+  const cost = Effect.suspend(() => {
+    const totals = spent.discarded()
+    return totals === undefined ? Effect.void : output.stderr(notices.discardedCost(totals))
+  })
 
   // The terminal previews may be redrawn on, if any.
   const terminal = output.terminal
@@ -120,6 +127,7 @@ export const make = (
     })
 
   const notify = (n: RecoveryNotifications.Notification): Effect.Effect<void> => {
+    spent.record(n)
     switch (n._tag) {
       case "AttemptStarted":
         maxAttempts = n.maxAttempts
@@ -258,14 +266,16 @@ export const make = (
           : Effect.void,
         Effect.forEach(reply.toolCalls, (call) => output.stderr(notices.toolCall(call.name, call.arguments)), {
           discard: true
-        })
+        }),
+        // the answer is the turn's last reply
+        reply.toolCalls.length === 0 ? cost : Effect.void
       ], { discard: true })
     },
     error: (error, debug) => {
       const outcome = ExitCode.classify(error)
       // on a line of its own: a preview is left open when the turn failed after recovery committed its reply (the
       // session could not be written)
-      return Effect.zipRight(freshLine, output.stderr(notices.error(outcome, error, debug))).pipe(
+      return Effect.all([freshLine, output.stderr(notices.error(outcome, error, debug)), cost], { discard: true }).pipe(
         Effect.as(outcome.exitCode)
       )
     }
