@@ -79,26 +79,47 @@ export const variable = "REPRISE_PRICES"
 
 const decodeList = Schema.decodeUnknownEither(Schema.parseJson(PriceList))
 
+/** A path into the list: the model's name as JSON, then its field (`"gpt-4.1".input`). */
+const where = (path: ReadonlyArray<PropertyKey>): string =>
+  path.map((key, i) => i === 0 ? JSON.stringify(String(key)) : `.${String(key)}`).join("")
+
+/** What is wrong with one issue, in a few words (Schema's own words name the whole schema, on several lines). */
+const describe = (issue: ParseResult.ArrayFormatterIssue): string => {
+  if (issue.path.length === 0) {
+    return issue._tag === "Transformation"
+      ? `not JSON (${issue.message})`
+      : `expected an object of model prices, such as {"gpt-4.1": {"input": 2, "output": 8}}`
+  }
+  if (issue.path.length === 1 && issue._tag === "Type") {
+    return `${where(issue.path)}: expected {"input": N, "output": N}, with "cacheRead" and "cacheWrite" optional`
+  }
+  return issue._tag === "Missing" ? `${where(issue.path)} is missing` : `${where(issue.path)}: ${issue.message}`
+}
+
 /**
- * Reads a price list from its JSON text; the error says what is wrong with it.
+ * Reads a price list from its JSON text, or says on one line what is wrong with it: `not JSON (…)`, or each issue
+ * with its place, `"gpt-4.1".input: Expected a non-negative number, actual -1`.
  *
  * @since 0.1.0
  * @category parsing
  */
 export const parse = (text: string): Either.Either<PriceList, string> =>
-  Either.mapLeft(decodeList(text), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+  Either.mapLeft(
+    decodeList(text),
+    (error) => ParseResult.ArrayFormatter.formatErrorSync(error).map(describe).join("; ")
+  )
 
 /**
- * `REPRISE_PRICES`, a JSON price list; absent: no prices.
+ * `REPRISE_PRICES`, a JSON price list; absent or blank: no prices.
  *
  * @since 0.1.0
  * @category config
  */
 export const config: Config.Config<PriceList> = Config.string(variable).pipe(
   Config.mapOrFail((text) =>
-    Either.mapLeft(
+    text.trim() === "" ? Either.right<PriceList>({}) : Either.mapLeft(
       parse(text),
-      (message) => ConfigError.InvalidData([], `${variable} is not a price list (${message})`)
+      (message) => ConfigError.InvalidData([], `${variable} is not a price list: ${message}`)
     )
   ),
   Config.withDefault<PriceList>({})

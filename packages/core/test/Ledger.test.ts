@@ -382,7 +382,8 @@ describe("Prices", () => {
       )
       const bad = yield* read({ REPRISE_PRICES: `{"m": {"input": "free"}}` })
       assert.isTrue(Either.isLeft(bad))
-      assert.match(String(Either.isLeft(bad) ? bad.left : ""), /REPRISE_PRICES is not a price list/)
+      assert.match(String(Either.isLeft(bad) ? bad.left : ""), /REPRISE_PRICES is not a price list: "m".input/)
+      assert.deepStrictEqual(yield* read({ REPRISE_PRICES: "  " }), Either.right({}))
     }))
 
   it("lookup: the served model first, then the model asked for", () => {

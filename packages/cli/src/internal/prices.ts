@@ -1,7 +1,8 @@
 /**
  * The CLI's price list (`Prices` of @reprise/core): the JSON file `--prices FILE` names, else the variable
- * `REPRISE_PRICES`, else none. Both hold the same JSON, decoded with `Prices.PriceList`, as `Prices.config` decodes
- * the variable; a bad one is a usage error that names the file or the variable and says what is wrong on one line.
+ * `REPRISE_PRICES` (blank: unset), else none. Both hold the same JSON, read with `Prices.parse` as `Prices.config`
+ * reads the variable; a bad one is a usage error that names the file or the variable and says what is wrong on one
+ * line.
  *
  * @internal
  */
@@ -11,36 +12,8 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
 
-const decode = Schema.decodeUnknownEither(Schema.parseJson(Prices.PriceList))
-
-/** A path into the list: the model's name as JSON, then its field (`"gpt-4.1".input`). */
-const where = (path: ReadonlyArray<PropertyKey>): string =>
-  path.map((key, i) => i === 0 ? JSON.stringify(String(key)) : `.${String(key)}`).join("")
-
-/** What is wrong with one issue, in a few words (Schema's own words name the whole schema, on several lines). */
-const describe = (issue: ParseResult.ArrayFormatterIssue): string => {
-  if (issue.path.length === 0) {
-    return issue._tag === "Transformation"
-      ? `not JSON (${issue.message})`
-      : `expected an object of model prices, such as {"gpt-4.1": {"input": 2, "output": 8}}`
-  }
-  if (issue.path.length === 1 && issue._tag === "Type") {
-    return `${where(issue.path)}: expected {"input": N, "output": N}, with "cacheRead" and "cacheWrite" optional`
-  }
-  return issue._tag === "Missing" ? `${where(issue.path)} is missing` : `${where(issue.path)}: ${issue.message}`
-}
-
-/**
- * A price list from its JSON text, or what is wrong with it: `not JSON (…)`, or each issue with its place,
- * `"gpt-4.1".input: Expected a non-negative number, actual -1`.
- *
- * @internal
- */
-export const parse = (text: string): Either.Either<Prices.PriceList, string> =>
-  Either.mapLeft(decode(text), (error) => ParseResult.ArrayFormatter.formatErrorSync(error).map(describe).join("; "))
+const parse = Prices.parse
 
 /** A file-system failure in a word: the platform's reason (`NotFound`, `PermissionDenied`, …), else its message. */
 const failure = (error: { readonly _tag: string; readonly message: string; readonly reason?: string }) =>
@@ -72,7 +45,7 @@ export const resolve = (
           Config.option(Config.string(Prices.variable)),
           () => `${Prices.variable} is not readable`
         )
-        if (Option.isNone(text)) return {}
+        if (Option.isNone(text) || text.value.trim() === "") return {}
         return yield* Either.mapLeft(
           parse(text.value),
           (problem) => `${Prices.variable} is not a price list: ${problem}`
