@@ -12,6 +12,10 @@
  * - A chunk whose data is not JSON (other than `[DONE]`) fails the attempt with a retryable
  *   `TransportError{reason: "MalformedChunk"}`; a JSON chunk that does not match the schema is a permanent
  *   `ProviderRejection{reason: "MalformedStream"}`.
+ * - Usage: the request asks for it in the stream (`stream_options: {include_usage: true}`); the usage-only chunk
+ *   becomes a `Usage` event: `prompt_tokens` (every input token, cached included) and `completion_tokens`, and from
+ *   `prompt_tokens_details` `cached_tokens` as `cacheReadTokens` and `cache_write_tokens` as `cacheWriteTokens` when
+ *   the server reports them.
  * - `reasoning_content` / `reasoning` deltas are `ReasoningDelta`s, for display only: Chat Completions has no
  *   reasoning input, and providers that stream it (DeepSeek) ask not to send it back, so an assistant message's
  *   `reasoning` parts are never sent and no `ReasoningComplete` is emitted.
@@ -81,7 +85,11 @@ const Choice = Schema.Struct({
 
 const Usage = Schema.Struct({
   prompt_tokens: optional(nullable(Schema.Number)),
-  completion_tokens: optional(nullable(Schema.Number))
+  completion_tokens: optional(nullable(Schema.Number)),
+  prompt_tokens_details: optional(nullable(Schema.Struct({
+    cached_tokens: optional(nullable(Schema.Number)),
+    cache_write_tokens: optional(nullable(Schema.Number))
+  })))
 })
 
 const ErrorObject = Schema.Struct({
@@ -129,8 +137,14 @@ const isChoice = (input: unknown): boolean => {
     (delta === undefined || delta === null || isChoiceDelta(delta))
 }
 
-const isUsage = (input: unknown): boolean =>
-  Predicate.isRecord(input) && isNullableNumber(input.prompt_tokens) && isNullableNumber(input.completion_tokens)
+const isUsage = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const details = input.prompt_tokens_details
+  return isNullableNumber(input.prompt_tokens) && isNullableNumber(input.completion_tokens) &&
+    (details === undefined || details === null ||
+      (Predicate.isRecord(details) && isNullableNumber(details.cached_tokens) &&
+        isNullableNumber(details.cache_write_tokens)))
+}
 
 const isError = (input: unknown): boolean => {
   if (!Predicate.isRecord(input)) return false
@@ -286,6 +300,18 @@ const fallbacks: Fallback.Fallbacks = {
   stream_options: Fallback.without("stream_options")
 }
 
+/** A usage block as `Usage`: the cache figures only when the server reported them. */
+const usageOf = (usage: typeof Usage.Type): Generation.Usage => {
+  const read = usage.prompt_tokens_details?.cached_tokens
+  const write = usage.prompt_tokens_details?.cache_write_tokens
+  return {
+    inputTokens: usage.prompt_tokens ?? 0,
+    outputTokens: usage.completion_tokens ?? 0,
+    ...(typeof read === "number" ? { cacheReadTokens: read } : {}),
+    ...(typeof write === "number" ? { cacheWriteTokens: write } : {})
+  }
+}
+
 interface PendingCall {
   id: string | undefined
   name: string | undefined
@@ -307,7 +333,6 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
 
   const calls = new Map<number, PendingCall>()
   let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
-  let usage: Generation.Usage | undefined
   // the model the chunks name
   let model: string | undefined
   let done = false
@@ -356,8 +381,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       })
     }
     if (chunk.usage !== undefined && chunk.usage !== null) {
-      usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 }
-      out.push(Generation.UsageEvent({ usage }))
+      out.push(Generation.UsageEvent({ usage: usageOf(chunk.usage) }))
     }
     if (finish !== undefined) return undefined
     let finishedNow: string | undefined
