@@ -17,8 +17,9 @@
  * - An assistant message's `anthropic` reasoning parts are sent back first in its turn, unchanged and in order, as
  *   `thinking` / `redacted_thinking` blocks (Anthropic requires them for the last assistant turn when extended
  *   thinking is used with tools); parts of another protocol are dropped: signatures are bound to Anthropic.
- * - Usage: the terminal's `Usage` is the last report of each count, `message_delta`'s cumulative usage over
- *   `message_start`'s. `inputTokens` is every input token: `input_tokens` plus
+ * - Usage: `message_start`'s `message.usage`, when it has `input_tokens`, is reported at once as a `partial` `Usage`
+ *   (the input is final there, the output count is not); the terminal's `Usage` is the last report of each count,
+ *   `message_delta`'s cumulative usage over `message_start`'s. `inputTokens` is every input token: `input_tokens` plus
  *   `cache_creation_input_tokens` (also `cacheWriteTokens`) plus `cache_read_input_tokens` (also `cacheReadTokens`);
  *   a cache count the server did not report is absent.
  * - An `error` event is classified by its type (`overloaded_error`, `api_error`, `rate_limit_error` are transient).
@@ -486,6 +487,10 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         if (message === undefined || message === null) break
         model = Internal.modelOf(message.model)
         usageFrom(message.usage)
+        // the input counts are the provider's from the start: reported at once, before any content
+        if (typeof message.usage?.input_tokens === "number") {
+          out.push(Generation.UsageEvent({ usage: usage(), partial: true }))
+        }
         if (typeof message.stop_reason === "string") stopReason = message.stop_reason
         // A message may arrive whole in `message_start` (programmatic tool calling): its blocks are complete.
         for (const block of message.content ?? []) {
