@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { Effect, Option } from "effect"
-import { committed, generate, script, simulator } from "./support/e2e.js"
+import { committed, generate, previews, protocols, script, simulator } from "./support/e2e.js"
 
 const text = "Usage is asked for, not assumed."
 const usage = { inputTokens: 21, outputTokens: 7, cacheReadTokens: 16 }
@@ -28,6 +28,24 @@ const rejectsStreamOptions = {
 
 const bodies = (sim: Simulator.Service) =>
   Effect.map(sim.requestsTo("openai-chat"), (records) => records.map((r) => r.body as Record<string, unknown>))
+
+describe("a script's usage, cache figures included, reaches the committed reply on every protocol", () => {
+  const cached = { inputTokens: 1000, outputTokens: 9, cacheReadTokens: 600, cacheWriteTokens: 300 }
+  for (const protocol of protocols) {
+    it.live(protocol, () =>
+      Effect.gen(function*() {
+        yield* script(protocol, { reply: { text, usage: cached } })
+        const outcome = yield* generate(protocol)
+        assert.deepStrictEqual(Option.getOrUndefined(committed(outcome).usage), cached)
+        const partial = previews(outcome.notes, 1).flatMap((e) => e._tag === "Usage" && e.partial === true ? [e] : [])
+        // Anthropic's message_start reports the input counts before any content; the other protocols at the end only
+        assert.deepStrictEqual(
+          partial.map((e) => e.usage),
+          protocol === "anthropic" ? [{ ...cached, outputTokens: 1 }] : []
+        )
+      }).pipe(Effect.provide(simulator)))
+  }
+})
 
 describe("openai-chat: usage in the stream", () => {
   it.live("asked for by default: the reply commits with the usage the server sent", () =>
