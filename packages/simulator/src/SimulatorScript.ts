@@ -515,8 +515,8 @@ export const MalformedStep = Schema.Struct({
 
 /**
  * The whole reply without its `data: [DONE]` sentinel (Chat Completions and subscription): the terminal chunk
- * and, on Chat Completions, the usage chunk are sent and the body ends cleanly. On the routes without a sentinel it
- * is the whole reply.
+ * and, on Chat Completions, the usage chunk (when the request asks for it) are sent and the body ends cleanly. On the
+ * routes without a sentinel it is the whole reply.
  *
  * @since 0.1.0
  * @category steps
