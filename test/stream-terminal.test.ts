@@ -9,6 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Classification from "@reprise/core/Classification"
+import type * as Generation from "@reprise/core/Generation"
 import type * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Simulator from "@reprise/simulator/Simulator"
 import { Effect, Option } from "effect"
@@ -32,7 +33,7 @@ import {
 interface Expected {
   readonly text: string
   readonly providerReason: string
-  readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
+  readonly usage: Generation.Usage
   readonly lengthReason: string
   readonly inBandTransient: string
 }
@@ -43,14 +44,14 @@ const expected: Record<ProviderOptions.Protocol, Expected> = {
     text: "**Holiday Name:** Harmony Day\n\n**Date:** Celebrated annually on the first Saturday of May\n\n" +
       "**Purpose:** Harmony Day is dedicated to fostering understanding, kindness, and unity among diverse communities.",
     providerReason: "stop",
-    usage: { inputTokens: 16, outputTokens: 300 },
+    usage: { inputTokens: 16, outputTokens: 300, cacheReadTokens: 0 },
     lengthReason: "length",
     inBandTransient: "server_error"
   },
   "openai-responses": {
     text: "`arm64` (Apple Silicon).",
     providerReason: "completed",
-    usage: { inputTokens: 444, outputTokens: 12 },
+    usage: { inputTokens: 444, outputTokens: 12, cacheReadTokens: 0 },
     lengthReason: "max_output_tokens",
     inBandTransient: "server_error"
   },
@@ -58,14 +59,14 @@ const expected: Record<ProviderOptions.Protocol, Expected> = {
     text:
       "Hello! I'm doing well, thank you for asking. How are you doing today? Is there anything I can help you with?",
     providerReason: "end_turn",
-    usage: { inputTokens: 12, outputTokens: 30 },
+    usage: { inputTokens: 12, outputTokens: 30, cacheReadTokens: 0, cacheWriteTokens: 0 },
     lengthReason: "max_tokens",
     inBandTransient: "overloaded_error"
   },
   subscription: {
     text: "`arm64` (Apple Silicon).",
     providerReason: "completed",
-    usage: { inputTokens: 444, outputTokens: 12 },
+    usage: { inputTokens: 444, outputTokens: 12, cacheReadTokens: 0 },
     lengthReason: "max_output_tokens",
     inBandTransient: "server_error"
   }

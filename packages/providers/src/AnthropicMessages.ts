@@ -17,6 +17,11 @@
  * - An assistant message's `anthropic` reasoning parts are sent back first in its turn, unchanged and in order, as
  *   `thinking` / `redacted_thinking` blocks (Anthropic requires them for the last assistant turn when extended
  *   thinking is used with tools); parts of another protocol are dropped: signatures are bound to Anthropic.
+ * - Usage: `message_start`'s `message.usage`, when it has `input_tokens`, is reported at once as a `partial` `Usage`
+ *   (the input is final there, the output count is not); the terminal's `Usage` is the last report of each count,
+ *   `message_delta`'s cumulative usage over `message_start`'s. `inputTokens` is every input token: `input_tokens` plus
+ *   `cache_creation_input_tokens` (also `cacheWriteTokens`) plus `cache_read_input_tokens` (also `cacheReadTokens`);
+ *   a cache count the server did not report is absent.
  * - An `error` event is classified by its type (`overloaded_error`, `api_error`, `rate_limit_error` are transient).
  * - The request's `toolChoice` is `tool_choice` (`"required"` is `{type: "any"}`; sent only with tools, and
  *   `"none"` keeps the tools in the request). A `responseFormat` is asked for in words, at the end of the system
@@ -364,18 +369,29 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
   let stopReason: string | undefined
   // the model `message_start` names
   let model: string | undefined
+  // the usage reported so far: `input_tokens` and the cache counts as reported (the last report of each), the output
   let inputTokens: number | undefined
+  let cacheWriteTokens: number | undefined
+  let cacheReadTokens: number | undefined
   let outputTokens: number | undefined
   let truncated: TransportError.TransportError | undefined
   let done = false
 
   const usageFrom = (usage: typeof Usage.Type | null | undefined) => {
     if (usage === undefined || usage === null) return
-    if (typeof usage.input_tokens === "number") {
-      inputTokens = usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0)
-    }
+    if (typeof usage.input_tokens === "number") inputTokens = usage.input_tokens
+    if (typeof usage.cache_creation_input_tokens === "number") cacheWriteTokens = usage.cache_creation_input_tokens
+    if (typeof usage.cache_read_input_tokens === "number") cacheReadTokens = usage.cache_read_input_tokens
     if (typeof usage.output_tokens === "number") outputTokens = usage.output_tokens
   }
+
+  /** The usage reported so far: every input token (`input_tokens` and both cache counts), the cache parts reported. */
+  const usage = (): Generation.Usage => ({
+    inputTokens: (inputTokens ?? 0) + (cacheWriteTokens ?? 0) + (cacheReadTokens ?? 0),
+    outputTokens: outputTokens ?? 0,
+    ...(cacheReadTokens !== undefined ? { cacheReadTokens } : {}),
+    ...(cacheWriteTokens !== undefined ? { cacheWriteTokens } : {})
+  })
 
   /**
    * The complete call of a block, or none when its input is not complete JSON (remembered as `truncated`, the
@@ -471,6 +487,10 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         if (message === undefined || message === null) break
         model = Internal.modelOf(message.model)
         usageFrom(message.usage)
+        // the input counts are the provider's from the start: reported at once, before any content
+        if (typeof message.usage?.input_tokens === "number") {
+          out.push(Generation.UsageEvent({ usage: usage(), partial: true }))
+        }
         if (typeof message.stop_reason === "string") stopReason = message.stop_reason
         // A message may arrive whole in `message_start` (programmatic tool calling): its blocks are complete.
         for (const block of message.content ?? []) {
@@ -548,12 +568,9 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
         }
         if (truncated !== undefined) return truncated
         done = true
-        const usage = inputTokens !== undefined || outputTokens !== undefined
-          ? { inputTokens: inputTokens ?? 0, outputTokens: outputTokens ?? 0 }
-          : undefined
         out.push(
           ...Internal.finishEvents(
-            usage,
+            inputTokens !== undefined || outputTokens !== undefined ? usage() : undefined,
             stopReason === undefined ? "other" : finishReason(stopReason),
             stopReason ?? "unknown",
             model

@@ -34,7 +34,8 @@ import * as ProviderOptions from "./ProviderOptions.js"
 import * as Subscription from "./Subscription.js"
 
 /**
- * The options of any protocol; `anthropicVersion` and `defaultMaxTokens` are read by `anthropic` only.
+ * The options of any protocol; `anthropicVersion` and `defaultMaxTokens` are read by `anthropic` only, `streamUsage` by
+ * `openai-chat` only.
  *
  * @since 0.1.0
  * @category models

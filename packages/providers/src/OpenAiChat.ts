@@ -12,6 +12,11 @@
  * - A chunk whose data is not JSON (other than `[DONE]`) fails the attempt with a retryable
  *   `TransportError{reason: "MalformedChunk"}`; a JSON chunk that does not match the schema is a permanent
  *   `ProviderRejection{reason: "MalformedStream"}`.
+ * - Usage: the request asks for it in the stream (`stream_options: {include_usage: true}`) unless the option
+ *   `streamUsage` is `false` (`REPRISE_STREAM_USAGE`); the usage-only chunk becomes a `Usage` event: `prompt_tokens`
+ *   (every input token, cached included) and `completion_tokens`, and from `prompt_tokens_details` `cached_tokens` as
+ *   `cacheReadTokens` and `cache_write_tokens` as `cacheWriteTokens` when the server reports them. A server that
+ *   rejects `stream_options` gets the request once more without it (below), and that reply has no usage.
  * - `reasoning_content` / `reasoning` deltas are `ReasoningDelta`s, for display only: Chat Completions has no
  *   reasoning input, and providers that stream it (DeepSeek) ask not to send it back, so an assistant message's
  *   `reasoning` parts are never sent and no `ReasoningComplete` is emitted.
@@ -81,7 +86,11 @@ const Choice = Schema.Struct({
 
 const Usage = Schema.Struct({
   prompt_tokens: optional(nullable(Schema.Number)),
-  completion_tokens: optional(nullable(Schema.Number))
+  completion_tokens: optional(nullable(Schema.Number)),
+  prompt_tokens_details: optional(nullable(Schema.Struct({
+    cached_tokens: optional(nullable(Schema.Number)),
+    cache_write_tokens: optional(nullable(Schema.Number))
+  })))
 })
 
 const ErrorObject = Schema.Struct({
@@ -129,8 +138,14 @@ const isChoice = (input: unknown): boolean => {
     (delta === undefined || delta === null || isChoiceDelta(delta))
 }
 
-const isUsage = (input: unknown): boolean =>
-  Predicate.isRecord(input) && isNullableNumber(input.prompt_tokens) && isNullableNumber(input.completion_tokens)
+const isUsage = (input: unknown): boolean => {
+  if (!Predicate.isRecord(input)) return false
+  const details = input.prompt_tokens_details
+  return isNullableNumber(input.prompt_tokens) && isNullableNumber(input.completion_tokens) &&
+    (details === undefined || details === null ||
+      (Predicate.isRecord(details) && isNullableNumber(details.cached_tokens) &&
+        isNullableNumber(details.cache_write_tokens)))
+}
 
 const isError = (input: unknown): boolean => {
   if (!Predicate.isRecord(input)) return false
@@ -249,19 +264,24 @@ export const responseFormat = (format: Generation.ResponseFormat): unknown => ({
 
 /**
  * The JSON body of a request: `model`, `messages` (system first), `tools`, `tool_choice` ({@link toolChoice}, only
- * with tools), `response_format` ({@link responseFormat}), `max_tokens`, `stream: true` and
- * `stream_options: {include_usage: true}`. A request without `toolChoice` and `responseFormat` has neither field.
+ * with tools), `response_format` ({@link responseFormat}), `max_tokens`, `stream: true` and, unless `streamUsage` is
+ * `false`, `stream_options: {include_usage: true}`. A request without `toolChoice` and `responseFormat` has neither
+ * field.
  *
  * @since 0.1.0
  * @category request
  */
-export const requestBody = (request: Generation.GenerationRequest): Record<string, unknown> => {
+export const requestBody = (
+  request: Generation.GenerationRequest,
+  options?: { readonly streamUsage?: boolean | undefined } | undefined
+): Record<string, unknown> => {
   const messages: Array<Record<string, unknown>> = []
   if (request.system !== undefined && request.system.length > 0) {
     messages.push({ role: "system", content: request.system })
   }
   for (const m of request.messages) messages.push(message(m))
   const choice = RequestChecks.toolChoice(request)
+  const streamUsage = options?.streamUsage ?? ProviderOptions.defaultStreamUsage
   return {
     model: request.model,
     messages,
@@ -277,13 +297,25 @@ export const requestBody = (request: Generation.GenerationRequest): Record<strin
     ...(request.responseFormat !== undefined ? { response_format: responseFormat(request.responseFormat) } : {}),
     ...(request.maxTokens !== undefined ? { max_tokens: request.maxTokens } : {}),
     stream: true,
-    stream_options: { include_usage: true }
+    ...(streamUsage ? { stream_options: { include_usage: true } } : {})
   }
 }
 
 const fallbacks: Fallback.Fallbacks = {
   max_tokens: (body) => ({ ...Fallback.without("max_tokens")(body), max_completion_tokens: body.max_tokens }),
   stream_options: Fallback.without("stream_options")
+}
+
+/** A usage block as `Usage`: the cache figures only when the server reported them. */
+const usageOf = (usage: typeof Usage.Type): Generation.Usage => {
+  const read = usage.prompt_tokens_details?.cached_tokens
+  const write = usage.prompt_tokens_details?.cache_write_tokens
+  return {
+    inputTokens: usage.prompt_tokens ?? 0,
+    outputTokens: usage.completion_tokens ?? 0,
+    ...(typeof read === "number" ? { cacheReadTokens: read } : {}),
+    ...(typeof write === "number" ? { cacheWriteTokens: write } : {})
+  }
 }
 
 interface PendingCall {
@@ -307,7 +339,6 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
 
   const calls = new Map<number, PendingCall>()
   let finish: { readonly reason: Generation.FinishReason; readonly providerReason: string } | undefined
-  let usage: Generation.Usage | undefined
   // the model the chunks name
   let model: string | undefined
   let done = false
@@ -356,8 +387,7 @@ const decoder = (settings: Settings.Settings, context: { readonly requestId: str
       })
     }
     if (chunk.usage !== undefined && chunk.usage !== null) {
-      usage = { inputTokens: chunk.usage.prompt_tokens ?? 0, outputTokens: chunk.usage.completion_tokens ?? 0 }
-      out.push(Generation.UsageEvent({ usage }))
+      out.push(Generation.UsageEvent({ usage: usageOf(chunk.usage) }))
     }
     if (finish !== undefined) return undefined
     let finishedNow: string | undefined
@@ -428,6 +458,7 @@ export const make = (options: Options): Effect.Effect<Provider.Service, never, H
     const settings = Settings.settings(protocol, options)
     const client = Spans.scrubbedClient(http, settings.scrub)
     const url = Settings.endpoint(settings.baseUrl, "/chat/completions")
+    const streamUsage = options.streamUsage ?? ProviderOptions.defaultStreamUsage
     return Internal.makeService({
       protocol,
       client,
@@ -436,7 +467,7 @@ export const make = (options: Options): Effect.Effect<Provider.Service, never, H
         url,
         headers: {},
         apiKeyHeader: "authorization",
-        body: requestBody(request),
+        body: requestBody(request, { streamUsage }),
         fallbacks
       }),
       decoder: (context) => decoder(settings, context)
@@ -453,7 +484,7 @@ export const layer = (options: Options): Layer.Layer<Provider.Provider, never, H
 /**
  * The provider with its options from the environment: `OPENAI_API_KEY` (or `apiKeyEnv`), `OPENAI_BASE_URL` (default
  * `https://api.openai.com/v1`), `REPRISE_FIRST_BYTE_TIMEOUT`, `REPRISE_IDLE_TIMEOUT`,
- * `REPRISE_MAX_REPLY_BYTES`.
+ * `REPRISE_MAX_REPLY_BYTES`, `REPRISE_STREAM_USAGE`.
  *
  * @since 0.1.0
  * @category layers

@@ -14,6 +14,9 @@
  *   id, summary texts and `encrypted_content` when the server sent it), and so are the terminal output's reasoning
  *   items that were not streamed. An assistant message's reasoning parts of this protocol go back as `reasoning`
  *   input items before its message and `function_call` items ({@link reasoningItems}).
+ * - Usage is the terminal response's `usage`: `input_tokens` (every input token, cached included), `output_tokens`, and
+ *   from `input_tokens_details` `cached_tokens` as `cacheReadTokens` and `cache_write_tokens` as `cacheWriteTokens`
+ *   when the server reports them.
  * - `[DONE]` is not a terminal here (see `Subscription`, the variant that accepts it: {@link makeVariant}).
  * - Capability fallback: when the model rejects `max_output_tokens` as unsupported, the request is sent once more
  *   without it (never without `tool_choice` or `text`: that would not be what was asked for).
@@ -95,8 +98,24 @@ const Sequence = optional(nullable(Schema.Number))
 
 const Usage = Schema.Struct({
   input_tokens: optional(nullable(Schema.Number)),
-  output_tokens: optional(nullable(Schema.Number))
+  output_tokens: optional(nullable(Schema.Number)),
+  input_tokens_details: optional(nullable(Schema.Struct({
+    cached_tokens: optional(nullable(Schema.Number)),
+    cache_write_tokens: optional(nullable(Schema.Number))
+  })))
 })
+
+/** A usage block as `Usage`: the cache figures only when the server reported them. */
+const usageOf = (usage: typeof Usage.Type): Generation.Usage => {
+  const read = usage.input_tokens_details?.cached_tokens
+  const write = usage.input_tokens_details?.cache_write_tokens
+  return {
+    inputTokens: usage.input_tokens ?? 0,
+    outputTokens: usage.output_tokens ?? 0,
+    ...(typeof read === "number" ? { cacheReadTokens: read } : {}),
+    ...(typeof write === "number" ? { cacheWriteTokens: write } : {})
+  }
+}
 
 /** `response.error`, and the `error` of an `error` event. */
 const ErrorObject = Schema.Struct({
@@ -764,9 +783,7 @@ const decoder = (
       const hasCalls = calls.length > 0
       complete.push(...calls)
       model = Internal.modelOf(response?.model) ?? model
-      const usage = response?.usage !== undefined && response?.usage !== null
-        ? { inputTokens: response.usage.input_tokens ?? 0, outputTokens: response.usage.output_tokens ?? 0 }
-        : undefined
+      const usage = response?.usage !== undefined && response?.usage !== null ? usageOf(response.usage) : undefined
       if (status === "incomplete") {
         const reason = response?.incomplete_details?.reason ?? undefined
         return [

@@ -1,7 +1,8 @@
 /**
  * The options every HTTP provider shares: where to send (`baseUrl`), the key (`Redacted`, never printed), the
- * first-byte and idle timeouts, the bounds on one SSE event and on one reply, plus the environment they are read
- * from by `layerConfig`, and the nesting bound of tool-call arguments (`maxNestingDepth`).
+ * first-byte and idle timeouts, the bounds on one SSE event and on one reply, whether Chat Completions asks for usage
+ * in the stream (`streamUsage`), plus the environment they are read from by `layerConfig`, and the nesting bound of
+ * tool-call arguments (`maxNestingDepth`).
  *
  * | protocol | key | base URL (default) |
  * |---|---|---|
@@ -10,15 +11,18 @@
  *
  * Timeouts come from `REPRISE_FIRST_BYTE_TIMEOUT` and `REPRISE_IDLE_TIMEOUT` (milliseconds, default 60000 and
  * 120000) and `REPRISE_FIRST_TOKEN_TIMEOUT` (milliseconds, unset by default: no first-token timeout), the reply size
- * bound from `REPRISE_MAX_REPLY_BYTES` (bytes, default 64 MiB).
+ * bound from `REPRISE_MAX_REPLY_BYTES` (bytes, default 64 MiB). `openai-chat` reads `REPRISE_STREAM_USAGE` (`true` or
+ * `false`, default `true`): whether its requests ask for usage in the stream.
  *
  * ## Settings, declared once
  *
  * Each of those four has one `Config` here, with its variable, its default and its range:
  * {@link firstByteTimeoutConfig}, {@link firstTokenTimeoutConfig}, {@link idleTimeoutConfig} and
  * {@link maxReplyBytesConfig} (their variables are {@link firstByteTimeoutVariable}, {@link firstTokenTimeoutVariable},
- * {@link idleTimeoutVariable} and {@link maxReplyBytesVariable}). {@link config} is built from them, and the `reprise` CLI reads `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes` through
- * them, with the flags as a `ConfigProvider` in front of the environment, so the variables, the defaults and the ranges
+ * {@link idleTimeoutVariable} and {@link maxReplyBytesVariable}), and so has `streamUsage`: {@link streamUsageConfig}
+ * ({@link streamUsageVariable}). {@link config} is built from them, and the `reprise` CLI reads
+ * `--first-byte-timeout`, `--idle-timeout` and `--max-reply-bytes` through them, with the flags as a `ConfigProvider`
+ * in front of the environment, so the variables, the defaults and the ranges
  * are declared nowhere else. Options given in code (`make`) are checked against the same ranges, and a bad one throws a
  * `RangeError` with the same message: it is a bug in the caller, and `make` has no error channel for it.
  *
@@ -100,6 +104,14 @@ export interface Options {
    * default {@link defaultMaxReplyBytes}.
    */
   readonly maxReplyBytes?: number | undefined
+  /**
+   * `openai-chat` only: whether a request asks for a usage chunk at the end of the stream
+   * (`stream_options: {include_usage: true}`). Default `true`. Some compatible servers reject `stream_options`; the
+   * provider then sends the request once more without it (a capability fallback), and that reply has no usage. With
+   * `false` the request never carries `stream_options`, and a reply has usage only if the server sends it unasked.
+   * The other protocols always report usage and ignore this option.
+   */
+  readonly streamUsage?: boolean | undefined
 }
 
 /**
@@ -309,6 +321,40 @@ export const maxReplyBytesConfig: Config.Config<number> = Range.integer(maxReply
 )
 
 /**
+ * The environment variable of {@link streamUsageConfig}.
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const streamUsageVariable = "REPRISE_STREAM_USAGE"
+
+/**
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultStreamUsage = true
+
+/**
+ * `REPRISE_STREAM_USAGE`: `true` or `false` (`streamUsage`, read by `openai-chat`); default `true`. Any other value is
+ * a `ConfigError` naming the variable ("must be true or false").
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const streamUsageConfig: Config.Config<boolean> = Config.string().pipe(
+  Config.mapOrFail((text) =>
+    text === "true"
+      ? Either.right(true)
+      : text === "false"
+      ? Either.right(false)
+      : Either.left(ConfigError.InvalidData([], `must be true or false, got ${JSON.stringify(text)}`))
+  ),
+  // nested last, so that the variable names the failure of the mapped value too
+  Config.nested(streamUsageVariable),
+  Config.withDefault(defaultStreamUsage)
+)
+
+/**
  * The base URL of a protocol from the environment: its variable when set (an http(s) URL without a fragment, see
  * {@link baseUrlProblem}), otherwise the public endpoint.
  *
@@ -328,14 +374,15 @@ export const baseUrlConfig = (protocol: Protocol): Config.Config<string> =>
 
 /**
  * The options of a protocol from the environment: the key, {@link baseUrlConfig}, {@link firstByteTimeoutConfig},
- * {@link firstTokenTimeoutConfig}, {@link idleTimeoutConfig} and {@link maxReplyBytesConfig}. A missing key is a
+ * {@link firstTokenTimeoutConfig}, {@link idleTimeoutConfig} and {@link maxReplyBytesConfig}, and for `openai-chat`
+ * {@link streamUsageConfig} (the other protocols do not read `REPRISE_STREAM_USAGE`). A missing key is a
  * `ConfigError` naming the variable, whatever the base URL.
  *
  * @since 0.1.0
  * @category config
  */
-export const config = (protocol: Protocol, options?: ConfigOptions | undefined): Config.Config<Options> =>
-  Config.all({
+export const config = (protocol: Protocol, options?: ConfigOptions | undefined): Config.Config<Options> => {
+  const shared = Config.all({
     apiKey: Config.redacted(options?.apiKeyEnv ?? apiKeyVariable(protocol)),
     baseUrl: baseUrlConfig(protocol),
     firstByteTimeout: firstByteTimeoutConfig,
@@ -343,3 +390,7 @@ export const config = (protocol: Protocol, options?: ConfigOptions | undefined):
     idleTimeout: idleTimeoutConfig,
     maxReplyBytes: maxReplyBytesConfig
   })
+  return protocol === "openai-chat"
+    ? Config.zipWith(shared, streamUsageConfig, (resolved, streamUsage): Options => ({ ...resolved, streamUsage }))
+    : shared
+}

@@ -60,9 +60,16 @@ const chatChunk = fc.record({
   id: member(text),
   object: member(fc.constant("chat.completion.chunk")),
   choices: member(fc.array(member(choice), { maxLength: 3 })),
-  usage: member(fc.record({ prompt_tokens: member(count), completion_tokens: member(count), total: json }, {
-    requiredKeys: []
-  })),
+  usage: member(fc.record({
+    prompt_tokens: member(count),
+    completion_tokens: member(count),
+    total: json,
+    prompt_tokens_details: member(fc.record({
+      cached_tokens: member(count),
+      cache_write_tokens: member(count),
+      audio_tokens: json
+    }, { requiredKeys: [] }))
+  }, { requiredKeys: [] })),
   error: member(fc.record({
     message: member(text),
     type: member(text),

@@ -598,6 +598,42 @@ describe("capability fallback", () => {
         assert.strictEqual(s.received.length, 2)
       })))
 
+  it.effect("openai-chat resends once without stream_options; that reply has no usage", () =>
+    withServer((_req, res, i) => {
+      if (i === 0) {
+        res.writeHead(400, { "content-type": "application/json" })
+        res.end(JSON.stringify({
+          error: { message: "Unrecognized request argument supplied: stream_options", type: "invalid_request_error" }
+        }))
+      } else {
+        sse(res)
+        // the usage chunk only when asked for, as the protocol has it
+        res.end(chat.success.split("\n\n").filter((event) => !event.includes(`"usage"`)).join("\n\n"))
+      }
+    }, (s) =>
+      Effect.gen(function*() {
+        const { events, result } = yield* run(yield* provider(chat, s.url))
+        assert.isTrue(Either.isRight(result))
+        assert.strictEqual(summarize(events).text, "Hello")
+        assert.isUndefined(summarize(events).usage)
+        assert.strictEqual(s.received.length, 2)
+        const [first, second] = s.received.map((r) => JSON.parse(r.body))
+        assert.deepStrictEqual(first.stream_options, { include_usage: true })
+        assert.isFalse("stream_options" in second)
+      })))
+
+  it.effect("openai-chat with streamUsage: false sends no stream_options", () =>
+    withServer((_req, res) => {
+      sse(res)
+      res.end(chat.success)
+    }, (s) =>
+      Effect.gen(function*() {
+        const { result } = yield* run(yield* provider(chat, s.url, { streamUsage: false }))
+        assert.isTrue(Either.isRight(result))
+        assert.strictEqual(s.received.length, 1)
+        assert.isFalse("stream_options" in JSON.parse(s.received[0].body))
+      })))
+
   it.effect("openai-responses resends once without max_output_tokens", () =>
     withServer((_req, res, i) => {
       if (i === 0) {

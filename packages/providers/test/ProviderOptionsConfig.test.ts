@@ -83,6 +83,47 @@ describe("ProviderOptions settings, declared once", () => {
       assert.strictEqual(String(error), `(Invalid data at REPRISE_MAX_REPLY_BYTES: "must be at least 1")`)
     }))
 
+  it.effect("streamUsageConfig: REPRISE_STREAM_USAGE, true or false, default true", () =>
+    Effect.gen(function*() {
+      const config = ProviderOptions.streamUsageConfig
+      assert.strictEqual(ProviderOptions.streamUsageVariable, "REPRISE_STREAM_USAGE")
+      assert.isTrue(yield* read(config, {}))
+      assert.isTrue(yield* read(config, { REPRISE_STREAM_USAGE: "true" }))
+      assert.isFalse(yield* read(config, { REPRISE_STREAM_USAGE: "false" }))
+      for (const bad of ["yes", "0", "TRUE", ""]) {
+        const error = yield* Effect.flip(read(config, { REPRISE_STREAM_USAGE: bad }))
+        assert.isTrue(ConfigError.isConfigError(error))
+        assert.strictEqual(
+          String(error),
+          `(Invalid data at REPRISE_STREAM_USAGE: "must be true or false, got ${JSON.stringify(bad)}")`
+        )
+      }
+    }))
+
+  it.effect("config reads REPRISE_STREAM_USAGE for openai-chat only", () =>
+    Effect.gen(function*() {
+      const chat = yield* read(ProviderOptions.config("openai-chat"), { OPENAI_API_KEY: "sk-test" })
+      assert.isTrue(chat.streamUsage)
+      const off = yield* read(ProviderOptions.config("openai-chat"), {
+        OPENAI_API_KEY: "sk-test",
+        REPRISE_STREAM_USAGE: "false"
+      })
+      assert.isFalse(off.streamUsage)
+      const bad = yield* Effect.flip(
+        read(ProviderOptions.config("openai-chat"), { OPENAI_API_KEY: "sk-test", REPRISE_STREAM_USAGE: "no" })
+      )
+      assert.include(String(bad), "REPRISE_STREAM_USAGE")
+      // the other protocols do not read it: a bad value there is not their error
+      for (const protocol of ["openai-responses", "anthropic", "subscription"] as const) {
+        const options = yield* read(ProviderOptions.config(protocol), {
+          OPENAI_API_KEY: "sk-test",
+          ANTHROPIC_API_KEY: "sk-test",
+          REPRISE_STREAM_USAGE: "no"
+        })
+        assert.isUndefined(options.streamUsage)
+      }
+    }))
+
   it.effect("config is built from the fields", () =>
     Effect.gen(function*() {
       const options = yield* read(ProviderOptions.config("anthropic"), {

@@ -251,7 +251,7 @@ describe("recorded openai-chat streams", () => {
     Effect.gen(function*() {
       const { events } = yield* decode("chat", toSse(lines("openai-chat/openai-text.chunks.txt")))
       const summary = summarize(events)
-      assert.deepStrictEqual(summary.usage, { inputTokens: 16, outputTokens: 300 })
+      assert.deepStrictEqual(summary.usage, { inputTokens: 16, outputTokens: 300, cacheReadTokens: 0 })
       assert.strictEqual(summary.model, "gpt-4.1-nano-2025-04-14")
     }))
 
@@ -266,7 +266,7 @@ describe("recorded openai-chat streams", () => {
       const { events, result } = yield* decode("chat", toSse(raw))
       assert.isTrue(Either.isRight(result), String(Either.isLeft(result) ? result.left : ""))
       assert.deepStrictEqual(events.slice(-2).map((e) => e._tag), ["Usage", "Finish"])
-      assert.deepStrictEqual(summarize(events).usage, { inputTokens: 16, outputTokens: 300 })
+      assert.deepStrictEqual(summarize(events).usage, { inputTokens: 16, outputTokens: 300, cacheReadTokens: 0 })
     }))
 
   it.effect("cut inside the tool-call JSON: PrematureEof, no tool call emitted", () =>

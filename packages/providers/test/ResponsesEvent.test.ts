@@ -46,7 +46,17 @@ const response = fc.record({
   id: scalar,
   status: scalar,
   output: fc.oneof(fc.array(fc.oneof(item, scalar), { maxLength: 3 }), scalar),
-  usage: fc.oneof(fc.record({ input_tokens: scalar, output_tokens: scalar }, { requiredKeys: [] }), scalar),
+  usage: fc.oneof(
+    fc.record({
+      input_tokens: scalar,
+      output_tokens: scalar,
+      input_tokens_details: fc.oneof(
+        fc.record({ cached_tokens: scalar, cache_write_tokens: scalar }, { requiredKeys: [] }),
+        scalar
+      )
+    }, { requiredKeys: [] }),
+    scalar
+  ),
   incomplete_details: fc.oneof(fc.record({ reason: scalar }, { requiredKeys: [] }), scalar),
   error: fc.oneof(errorObject, scalar)
 }, { requiredKeys: [] })

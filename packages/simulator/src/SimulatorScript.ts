@@ -169,6 +169,39 @@ export const ToolCall = Schema.Struct({
  */
 export interface ToolCall extends Schema.Schema.Type<typeof ToolCall> {}
 
+/**
+ * The usage of a generated reply. `inputTokens` counts every input token, the cached ones included;
+ * `cacheReadTokens` (read from the prompt cache) and `cacheWriteTokens` (written to it) are parts of it, so together
+ * they are at most `inputTokens`. Each protocol writes them in its own fields:
+ *
+ * | route | input | cache read | cache write | output |
+ * |---|---|---|---|---|
+ * | `openai-chat` | `prompt_tokens` | `prompt_tokens_details.cached_tokens` | `prompt_tokens_details.cache_write_tokens` | `completion_tokens` |
+ * | `openai-responses`, `subscription` | `input_tokens` | `input_tokens_details.cached_tokens` | `input_tokens_details.cache_write_tokens` | `output_tokens` |
+ * | `anthropic` | `input_tokens` (the uncached rest) | `cache_read_input_tokens` | `cache_creation_input_tokens` | `output_tokens` |
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Usage = Schema.Struct({
+  inputTokens: Count,
+  outputTokens: Count,
+  cacheReadTokens: Schema.optional(Count),
+  cacheWriteTokens: Schema.optional(Count)
+}).pipe(
+  Schema.filter((usage) =>
+    (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0) <= usage.inputTokens
+      ? undefined
+      : "cacheReadTokens and cacheWriteTokens are parts of inputTokens: together at most inputTokens"
+  )
+).annotations({ identifier: "Usage" })
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export interface Usage extends Schema.Schema.Type<typeof Usage> {}
+
 const generatedFields = {
   text: Schema.optional(Schema.String),
   toolCalls: Schema.optional(Schema.Array(ToolCall)),
@@ -176,9 +209,11 @@ const generatedFields = {
   finishReason: Schema.optional(oneOf("stop", "tool_calls", "length", "content_filter")),
   /** Defaults to the request's `model`. */
   model: Schema.optional(Schema.String),
-  usage: Schema.optional(
-    Schema.Struct({ inputTokens: Count, outputTokens: Count }).annotations({ identifier: "Usage" })
-  ),
+  /**
+   * The usage the reply reports, in the protocol's own fields. `inputTokens` counts every input token, the cached
+   * ones included; `cacheReadTokens` and `cacheWriteTokens` are parts of it (see {@link Usage}).
+   */
+  usage: Schema.optional(Usage),
   /** Characters per text delta. By default each word (with its leading space) is one delta. */
   deltaSize: Schema.optional(Positive)
 }
@@ -480,8 +515,8 @@ export const MalformedStep = Schema.Struct({
 
 /**
  * The whole reply without its `data: [DONE]` sentinel (Chat Completions and subscription): the terminal chunk
- * and, on Chat Completions, the usage chunk are sent and the body ends cleanly. On the routes without a sentinel it
- * is the whole reply.
+ * and, on Chat Completions, the usage chunk (when the request asks for it) are sent and the body ends cleanly. On the
+ * routes without a sentinel it is the whole reply.
  *
  * @since 0.1.0
  * @category steps

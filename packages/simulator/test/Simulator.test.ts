@@ -767,6 +767,25 @@ describe("SimulatorScript", () => {
       assert.deepStrictEqual(step.issues, ["(step): give either bytes or events, not both"])
     }))
 
+  it.effect("a usage's cache figures are parts of its input: together at most inputTokens", () =>
+    Effect.gen(function*() {
+      const usage = { inputTokens: 100, outputTokens: 5, cacheReadTokens: 60, cacheWriteTokens: 41 }
+      const error = yield* decodeError({ routes: { anthropic: { reply: { usage } } } })
+      assert.deepStrictEqual(error.issues, [
+        "routes.anthropic.reply.usage: cacheReadTokens and cacheWriteTokens are parts of inputTokens: together at most inputTokens"
+      ])
+      const negative = yield* decodeError({
+        routes: { anthropic: { reply: { usage: { ...usage, cacheReadTokens: -1 } } } }
+      })
+      assert.deepStrictEqual(negative.issues, [
+        "routes.anthropic.reply.usage.cacheReadTokens: Expected a non-negative integer, actual -1"
+      ])
+      const script = yield* ScriptLoader.decode({
+        routes: { anthropic: { reply: { usage: { ...usage, cacheWriteTokens: 40 } } } }
+      })
+      assert.deepStrictEqual(script.routes?.anthropic?.reply?.usage, { ...usage, cacheWriteTokens: 40 })
+    }))
+
   it.effect("invalid JSON is a Json error", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(ScriptLoader.parse("{ routes: }", { file: "bad.json" }))

@@ -54,14 +54,17 @@ const weather = { name: "get_weather", arguments: { city: "Paris", unit: "celsiu
 describe("openai Chat Completions client", () => {
   const chat = { model: "gpt-sim", messages: [{ role: "user" as const, content: "hi" }], stream: true as const }
 
-  test("decodes a generated text stream, its finish reason and usage", (sim) =>
+  const collect = (sim: Simulator.Service, body: OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming) =>
+    Effect.promise(async () => {
+      const out: Array<OpenAI.Chat.Completions.ChatCompletionChunk> = []
+      for await (const chunk of await openai(sim).chat.completions.create(body)) out.push(chunk)
+      return out
+    })
+
+  test("decodes a generated text stream, its finish reason and the usage it asked for", (sim) =>
     Effect.gen(function*() {
       yield* use(sim, "openai-chat", { reply: { text, usage: { inputTokens: 9, outputTokens: 11 } } })
-      const chunks = yield* Effect.promise(async () => {
-        const out: Array<OpenAI.Chat.Completions.ChatCompletionChunk> = []
-        for await (const chunk of await openai(sim).chat.completions.create(chat)) out.push(chunk)
-        return out
-      })
+      const chunks = yield* collect(sim, { ...chat, stream_options: { include_usage: true } })
       assert.strictEqual(chunks.map((c) => c.choices[0]?.delta.content ?? "").join(""), text)
       assert.isAbove(chunks.filter((c) => c.choices[0]?.delta.content).length, 5)
       assert.deepStrictEqual(chunks.flatMap((c) => c.choices.map((choice) => choice.finish_reason)).at(-1), "stop")
@@ -70,6 +73,32 @@ describe("openai Chat Completions client", () => {
       const [record] = yield* sim.requests
       assert.strictEqual(record!.headers.authorization, "Bearer <redacted>")
       assert.strictEqual((record!.body as { model: string }).model, "gpt-sim")
+    }))
+
+  test("sends the usage chunk only when the request asks for it (stream_options.include_usage)", (sim) =>
+    Effect.gen(function*() {
+      yield* use(sim, "openai-chat", { reply: { text, usage: { inputTokens: 9, outputTokens: 11 } } })
+      for (const asked of [undefined, { include_usage: false }]) {
+        const chunks = yield* collect(sim, { ...chat, ...(asked === undefined ? {} : { stream_options: asked }) })
+        assert.strictEqual(chunks.map((c) => c.choices[0]?.delta.content ?? "").join(""), text)
+        assert.isTrue(chunks.every((c) => c.usage === null || c.usage === undefined), JSON.stringify(asked))
+        // the finish chunk is the last one
+        assert.strictEqual(chunks.at(-1)?.choices[0]?.finish_reason, "stop")
+      }
+    }))
+
+  test("reports the script's cache figures in prompt_tokens_details", (sim) =>
+    Effect.gen(function*() {
+      yield* use(sim, "openai-chat", {
+        reply: { text, usage: { inputTokens: 900, outputTokens: 11, cacheReadTokens: 768, cacheWriteTokens: 100 } }
+      })
+      const chunks = yield* collect(sim, { ...chat, stream_options: { include_usage: true } })
+      assert.deepStrictEqual(chunks.at(-1)?.usage, {
+        prompt_tokens: 900,
+        completion_tokens: 11,
+        total_tokens: 911,
+        prompt_tokens_details: { cached_tokens: 768, cache_write_tokens: 100 }
+      })
     }))
 
   test("assembles generated tool calls with the stream helper", (sim) =>
@@ -197,6 +226,7 @@ describe("openai Responses client", () => {
             [text]
           )
           assert.strictEqual(last.response.usage?.output_tokens, 8)
+          assert.deepStrictEqual<unknown>(last.response.usage?.input_tokens_details, { cached_tokens: 0 })
         }
         assert.deepStrictEqual(events.map((e) => e.sequence_number), events.map((_, i) => i))
         const [record] = yield* sim.requests
@@ -288,6 +318,25 @@ describe("openai Responses client", () => {
 
 // -----------------------------------------------------------------------------
 
+describe("openai Responses client: usage", () => {
+  test("the script's cache figures are input_tokens_details.cached_tokens and cache_write_tokens", (sim) =>
+    Effect.gen(function*() {
+      yield* use(sim, "openai-responses", {
+        reply: { text, usage: { inputTokens: 500, outputTokens: 8, cacheReadTokens: 256, cacheWriteTokens: 128 } }
+      })
+      const response = yield* Effect.promise(() =>
+        openai(sim, "openai-responses").responses.stream({ model: "gpt-sim", input: "hi" }).finalResponse()
+      )
+      assert.deepStrictEqual(response.usage, {
+        input_tokens: 500,
+        input_tokens_details: { cached_tokens: 256, cache_write_tokens: 128 },
+        output_tokens: 8,
+        output_tokens_details: { reasoning_tokens: 0 },
+        total_tokens: 508
+      })
+    }))
+})
+
 describe("@anthropic-ai/sdk Messages client", () => {
   const request = { model: "claude-sim", max_tokens: 256, messages: [{ role: "user" as const, content: "hi" }] }
 
@@ -311,6 +360,28 @@ describe("@anthropic-ai/sdk Messages client", () => {
         record!.headers["x-api-key"] === "<redacted>" || record!.headers.authorization === "Bearer <redacted>"
       )
       assert.isDefined(record!.headers["anthropic-version"])
+    }))
+
+  test("message_start carries the input usage, the cache parts in their own fields", (sim) =>
+    Effect.gen(function*() {
+      yield* use(sim, "anthropic", {
+        reply: { text, usage: { inputTokens: 1000, outputTokens: 9, cacheReadTokens: 600, cacheWriteTokens: 300 } }
+      })
+      const stream = anthropic(sim).messages.stream(request)
+      const starts: Array<Anthropic.Messages.Usage> = []
+      stream.on("streamEvent", (event) => {
+        if (event.type === "message_start") starts.push(event.message.usage)
+      })
+      const message = yield* Effect.promise(() => stream.finalMessage())
+      assert.strictEqual(starts.length, 1)
+      assert.strictEqual(starts[0].input_tokens, 100)
+      assert.strictEqual(starts[0].cache_read_input_tokens, 600)
+      assert.strictEqual(starts[0].cache_creation_input_tokens, 300)
+      // the SDK's final message: message_start's input counts, message_delta's output
+      assert.strictEqual(message.usage.input_tokens, 100)
+      assert.strictEqual(message.usage.cache_read_input_tokens, 600)
+      assert.strictEqual(message.usage.cache_creation_input_tokens, 300)
+      assert.strictEqual(message.usage.output_tokens, 9)
     }))
 
   test("assembles tool_use input from input_json_delta", (sim) =>

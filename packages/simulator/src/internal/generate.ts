@@ -17,6 +17,8 @@ export interface Context {
   readonly created: number
   /** Responses only: a background response (`"background": true`), stored by the server. */
   readonly background?: boolean | undefined
+  /** Chat Completions only: the request asked for usage in the stream (`stream_options.include_usage: true`). */
+  readonly includeUsage?: boolean | undefined
 }
 
 /** @internal */
@@ -71,7 +73,7 @@ const callsOf = (
 const finishOf = (reply: SimulatorScript.GeneratedReply) =>
   reply.finishReason ?? ((reply.toolCalls?.length ?? 0) > 0 ? "tool_calls" : "stop")
 
-const usageOf = (reply: SimulatorScript.GeneratedReply, text: string) =>
+const usageOf = (reply: SimulatorScript.GeneratedReply, text: string): SimulatorScript.Usage =>
   reply.usage ?? { inputTokens: 12, outputTokens: Math.max(1, splitText(text, undefined).length) }
 
 // -----------------------------------------------------------------------------
@@ -104,16 +106,27 @@ const chat = (reply: SimulatorScript.GeneratedReply, ctx: Context): ReadonlyArra
     }
   })
   frames.push(chunk({}, finishOf(reply)))
-  const usage = usageOf(reply, text)
-  frames.push(Frames.jsonFrame(undefined, {
-    ...base,
-    choices: [],
-    usage: {
-      prompt_tokens: usage.inputTokens,
-      completion_tokens: usage.outputTokens,
-      total_tokens: usage.inputTokens + usage.outputTokens
-    }
-  }))
+  // the usage chunk only when the request asked for it, as the real API does
+  if (ctx.includeUsage === true) {
+    const usage = usageOf(reply, text)
+    frames.push(Frames.jsonFrame(undefined, {
+      ...base,
+      choices: [],
+      usage: {
+        prompt_tokens: usage.inputTokens,
+        completion_tokens: usage.outputTokens,
+        total_tokens: usage.inputTokens + usage.outputTokens,
+        ...(usage.cacheReadTokens !== undefined || usage.cacheWriteTokens !== undefined
+          ? {
+            prompt_tokens_details: {
+              ...(usage.cacheReadTokens !== undefined ? { cached_tokens: usage.cacheReadTokens } : {}),
+              ...(usage.cacheWriteTokens !== undefined ? { cache_write_tokens: usage.cacheWriteTokens } : {})
+            }
+          }
+          : {})
+      }
+    }))
+  }
   frames.push(Frames.done)
   return frames
 }
@@ -145,7 +158,13 @@ const anthropic = (reply: SimulatorScript.GeneratedReply, ctx: Context): Readonl
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: usage.inputTokens, output_tokens: 1 }
+        // the input counts are final at the start, as the real API sends them
+        usage: {
+          input_tokens: usage.inputTokens - (usage.cacheReadTokens ?? 0) - (usage.cacheWriteTokens ?? 0),
+          ...(usage.cacheWriteTokens !== undefined ? { cache_creation_input_tokens: usage.cacheWriteTokens } : {}),
+          ...(usage.cacheReadTokens !== undefined ? { cache_read_input_tokens: usage.cacheReadTokens } : {}),
+          output_tokens: 1
+        }
       }
     }),
     ev({ type: "ping" })
@@ -198,7 +217,7 @@ const responseObject = (
   ctx: Context,
   status: string,
   output: ReadonlyArray<unknown>,
-  usage: { readonly inputTokens: number; readonly outputTokens: number } | null
+  usage: SimulatorScript.Usage | null
 ) => ({
   id: `resp_sim_${ctx.id}`,
   object: "response",
@@ -225,7 +244,10 @@ const responseObject = (
   truncation: "disabled",
   usage: usage === null ? null : {
     input_tokens: usage.inputTokens,
-    input_tokens_details: { cached_tokens: 0 },
+    input_tokens_details: {
+      cached_tokens: usage.cacheReadTokens ?? 0,
+      ...(usage.cacheWriteTokens !== undefined ? { cache_write_tokens: usage.cacheWriteTokens } : {})
+    },
     output_tokens: usage.outputTokens,
     output_tokens_details: { reasoning_tokens: 0 },
     total_tokens: usage.inputTokens + usage.outputTokens

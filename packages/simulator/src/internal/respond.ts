@@ -27,7 +27,10 @@ export const contextOf = (record: RecordedRequest.RecordedRequest): Generate.Con
   model: Predicate.hasProperty(record.body, "model") && typeof record.body.model === "string"
     ? record.body.model
     : undefined,
-  created: Math.floor(record.receivedAt / 1000)
+  created: Math.floor(record.receivedAt / 1000),
+  includeUsage: Predicate.hasProperty(record.body, "stream_options") &&
+    Predicate.hasProperty(record.body.stream_options, "include_usage") &&
+    record.body.stream_options.include_usage === true
 })
 
 /**
