@@ -167,6 +167,7 @@ export const run = Effect.scoped(Effect.gen(function*() {
       contextWindow: Option.none(),
       circuit: Circuit.defaultSettings,
       maxReplyBytes: ProviderOptions.defaultMaxReplyBytes,
+      streamUsage: ProviderOptions.defaultStreamUsage,
       waitSession: false,
       recovery: true,
       json: false,

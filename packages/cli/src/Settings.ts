@@ -102,6 +102,11 @@ export interface Settings {
   readonly circuit: Circuit.Settings
   /** The largest response body one attempt may read (`--max-reply-bytes`). */
   readonly maxReplyBytes: number
+  /**
+   * openai-chat: ask for usage in the stream (`stream_options.include_usage`); off with `--no-stream-usage` or
+   * `REPRISE_STREAM_USAGE=false`, for a compatible server that rejects the option.
+   */
+  readonly streamUsage: boolean
   readonly recovery: boolean
   readonly json: boolean
   readonly session: Option.Option<string>
@@ -241,6 +246,12 @@ const owned = {
     ProviderOptions.maxReplyBytesConfig,
     String
   ),
+  streamUsage: setting(
+    "no-stream-usage",
+    ProviderOptions.streamUsageVariable,
+    ProviderOptions.streamUsageConfig,
+    String
+  ),
   background: setting("background", backgroundVariable, backgroundConfig, String)
 }
 
@@ -357,6 +368,14 @@ export const options = {
     (env) =>
       "largest response body one attempt may read, in bytes; a longer reply fails, permanently " +
       `(${env}, default ${ProviderOptions.defaultMaxReplyBytes / (1024 * 1024)} MiB)`
+  ),
+  // A flag: given, it is `false` in front of the variable; left out, the variable (or the default) decides.
+  streamUsage: Options.boolean("no-stream-usage").pipe(
+    Options.map((given) => given ? Option.some(false) : Option.none<boolean>()),
+    Options.withDescription(
+      `openai-chat: do not ask for usage in the stream (stream_options.include_usage), for a compatible server that ` +
+        `rejects it; replies are then billed by estimate in the ledger (env ${ProviderOptions.streamUsageVariable})`
+    )
   ),
   // A flag: given, it is `true` in front of the variable; left out, the variable (or the default) decides.
   background: Options.boolean("background").pipe(
@@ -510,6 +529,7 @@ const ownedConfig = Config.all({
   contextWindow: Fallback.contextWindowConfig,
   circuit: Circuit.config,
   maxReplyBytes: ProviderOptions.maxReplyBytesConfig,
+  streamUsage: ProviderOptions.streamUsageConfig,
   background: backgroundConfig
 })
 
@@ -663,6 +683,7 @@ export const resolve = (parsed: Parsed): Effect.Effect<Settings, UsageError, Fil
       contextWindow: values.contextWindow,
       circuit: values.circuit,
       maxReplyBytes: values.maxReplyBytes,
+      streamUsage: values.streamUsage,
       recovery: !parsed.noRecovery,
       json: parsed.json,
       session: parsed.session,

@@ -79,7 +79,8 @@ const optionsOf = (settings: Settings.Settings): Omit<HttpProvider.Options, "api
   firstByteTimeout: settings.firstByteTimeout,
   idleTimeout: settings.idleTimeout,
   firstTokenTimeout: Option.getOrUndefined(settings.firstTokenTimeout),
-  maxReplyBytes: settings.maxReplyBytes
+  maxReplyBytes: settings.maxReplyBytes,
+  streamUsage: settings.streamUsage
 })
 
 /** No plan: the one provider of the settings, as without routes. */

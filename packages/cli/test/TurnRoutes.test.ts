@@ -28,6 +28,7 @@ const base: Settings.Settings = {
   contextWindow: Option.none(),
   circuit: Circuit.defaultSettings,
   maxReplyBytes: 1024,
+  streamUsage: true,
   recovery: true,
   json: false,
   session: Option.none(),

@@ -319,5 +319,32 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
         assert.closeTo(valueOf("reprise.discarded.cost")[0]!, (inputTokens * 2 + outputTokens * 8) / 1_000_000, 1e-12)
         assert.strictEqual(valueOf("reprise.committed.cost").length, 1)
       })))
+
+    it.effect("--no-stream-usage: the request asks for no usage, and the committed reply is estimated", () =>
+      Effect.gen(function*() {
+        const { sim, base } = yield* setup({ steps: [answer] })
+        const result = yield* run(chatArgs(base, "--json", "--no-stream-usage", "hi"), env)
+        assert.strictEqual(result.code, 0, result.stderr)
+        const body = (yield* sim.requests).at(-1)!.body as Record<string, unknown>
+        assert.isUndefined(body.stream_options)
+        const commit = eventsOf(result.stdout).at(-1)
+        assert.strictEqual(commit.ledger.entries[0].verdict, "estimated")
+        assert.strictEqual(commit.usage, null)
+        // asked by default: the same turn is exact
+        const exact = yield* run(chatArgs(base, "--json", "hi"), env)
+        assert.deepStrictEqual((yield* sim.requests).at(-1)!.body, { ...body, stream_options: { include_usage: true } })
+        assert.strictEqual(eventsOf(exact.stdout).at(-1).ledger.entries[0].verdict, "exact")
+      }))
+
+    it.effect("REPRISE_STREAM_USAGE: false turns it off; another value is a usage error", () =>
+      Effect.gen(function*() {
+        const { sim, base } = yield* setup({ steps: [answer] })
+        const off = yield* run(chatArgs(base, "hi"), { ...env, REPRISE_STREAM_USAGE: "false" })
+        assert.strictEqual(off.code, 0, off.stderr)
+        assert.isUndefined(((yield* sim.requests).at(-1)!.body as Record<string, unknown>).stream_options)
+        const bad = yield* run(chatArgs(base, "hi"), { ...env, REPRISE_STREAM_USAGE: "yes" })
+        assert.strictEqual(bad.code, 2)
+        assert.match(bad.stderr, /REPRISE_STREAM_USAGE/)
+      }))
   }
 )

@@ -45,6 +45,12 @@ const weather: Generation.ToolDefinition = {
 
 const call = { id: "call_1", name: "get_weather", arguments: { city: "Paris" } }
 
+/** A usage as the Responses protocol writes it: `cached_tokens` is required, 0 when the upstream reported none. */
+const withCachedReads = (usage: Generation.Usage): Generation.Usage => ({
+  ...usage,
+  cacheReadTokens: usage.cacheReadTokens ?? 0
+})
+
 // the events an upstream reply yields: text, then one tool call in fragments, then usage and the finish
 const toolReplyEvents: ReadonlyArray<Generation.GenerationEvent> = [
   Generation.TextDelta({ text: "Let me " }),
@@ -416,7 +422,8 @@ describe("Responses codec: reprise's own Responses decoder reads it back", () =>
       assert.deepStrictEqual(back.toolCalls, toolReply.toolCalls)
       assert.strictEqual(back.finishReason, "tool_calls")
       assert.strictEqual(back.model, "gpt-served")
-      assert.deepStrictEqual(back.usage, Option.some({ inputTokens: 30, outputTokens: 12 }))
+      // the protocol's `cached_tokens` is required: 0 when the upstream reported none
+      assert.deepStrictEqual(back.usage, Option.some({ inputTokens: 30, outputTokens: 12, cacheReadTokens: 0 }))
     }))
 
   it.effect("a failure reads as the upstream failure", () =>
@@ -446,7 +453,7 @@ describe("Responses codec: reprise's own Responses decoder reads it back", () =>
         assert.deepStrictEqual(again.toolCalls, committed.toolCalls)
         assert.strictEqual(again.finishReason, committed.finishReason)
         assert.strictEqual(again.model, committed.model)
-        assert.deepStrictEqual(again.usage, committed.usage)
+        assert.deepStrictEqual(again.usage, Option.map(committed.usage, withCachedReads))
         const { client } = sdk(streamed(codec, context, first.events, committed))
         const final = yield* Effect.promise(() => client.responses.stream({ model: "m", input: "hi" }).finalResponse())
         assert.strictEqual(final.output_text, committed.text)
@@ -554,7 +561,7 @@ describe("Responses codec: replies of every upstream protocol", () => {
         assert.strictEqual(again.text, committed.text)
         assert.deepStrictEqual(again.toolCalls, committed.toolCalls)
         assert.strictEqual(again.finishReason, committed.finishReason)
-        assert.deepStrictEqual(again.usage, committed.usage)
+        assert.deepStrictEqual(again.usage, Option.map(committed.usage, withCachedReads))
         const { client } = sdk(frames)
         const final = yield* Effect.promise(() => client.responses.stream({ model: "m", input: "hi" }).finalResponse())
         assert.strictEqual(final.output_text, committed.text)

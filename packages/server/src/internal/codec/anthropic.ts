@@ -91,10 +91,16 @@ const blockJson = (block: Block): Wire.Json => {
   }
 }
 
+// Anthropic's `input_tokens` leaves out the cache's reads and writes, which it counts apart
 const usageJson = (usage: Option.Option<Generation.Usage>) =>
   Option.match(usage, {
     onNone: () => ({ input_tokens: 0, output_tokens: 0 }),
-    onSome: (u) => ({ input_tokens: u.inputTokens, output_tokens: u.outputTokens })
+    onSome: (u) => ({
+      input_tokens: u.inputTokens - (u.cacheReadTokens ?? 0) - (u.cacheWriteTokens ?? 0),
+      ...(u.cacheWriteTokens === undefined ? {} : { cache_creation_input_tokens: u.cacheWriteTokens }),
+      ...(u.cacheReadTokens === undefined ? {} : { cache_read_input_tokens: u.cacheReadTokens }),
+      output_tokens: u.outputTokens
+    })
   })
 
 /**

@@ -242,7 +242,13 @@ const usage = (reply: Generation.Reply) =>
     onSome: (u) => ({
       prompt_tokens: u.inputTokens,
       completion_tokens: u.outputTokens,
-      total_tokens: u.inputTokens + u.outputTokens
+      total_tokens: u.inputTokens + u.outputTokens,
+      ...(u.cacheReadTokens === undefined && u.cacheWriteTokens === undefined ? {} : {
+        prompt_tokens_details: {
+          cached_tokens: u.cacheReadTokens ?? 0,
+          ...(u.cacheWriteTokens === undefined ? {} : { cache_write_tokens: u.cacheWriteTokens })
+        }
+      })
     })
   })
 

@@ -62,7 +62,11 @@ const usageOf = (usage: Option.Option<Generation.Usage>) =>
     onNone: () => null,
     onSome: (u) => ({
       input_tokens: u.inputTokens,
-      input_tokens_details: { cached_tokens: 0 },
+      // required by the protocol: 0 when the upstream reported no cache reads
+      input_tokens_details: {
+        cached_tokens: u.cacheReadTokens ?? 0,
+        ...(u.cacheWriteTokens === undefined ? {} : { cache_write_tokens: u.cacheWriteTokens })
+      },
       output_tokens: u.outputTokens,
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: u.inputTokens + u.outputTokens
