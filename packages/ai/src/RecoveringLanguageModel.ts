@@ -34,6 +34,7 @@ import type * as Ledger from "@reprise/core/Ledger"
 import type * as Message from "@reprise/core/Message"
 import * as Overflow from "@reprise/core/Overflow"
 import * as Policy from "@reprise/core/Policy"
+import * as Prices from "@reprise/core/Prices"
 import * as Provider from "@reprise/core/Provider"
 import * as Recovery from "@reprise/core/Recovery"
 import * as RecoveryError from "@reprise/core/RecoveryError"
@@ -452,10 +453,15 @@ export const layerConfig = (
       const provider = yield* HttpProvider.make(protocol, resolved)
       const budget = yield* Budget.config
       const policy = yield* Policy.config
+      const prices = yield* Prices.config
       const built = Context.add(
-        Context.add(yield* Effect.context<never>(), Budget.BudgetSettings, Budget.validateSettings(budget)),
-        Policy.PolicySettings,
-        policy
+        Context.add(
+          Context.add(yield* Effect.context<never>(), Budget.BudgetSettings, Budget.validateSettings(budget)),
+          Policy.PolicySettings,
+          policy
+        ),
+        Prices.Prices,
+        prices
       )
       return yield* build(
         provider,

@@ -480,7 +480,8 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel against
             ["ANTHROPIC_BASE_URL", sim.baseUrl("anthropic")],
             ["REPRISE_MODEL", "claude-from-env"],
             ["REPRISE_MAX_ATTEMPTS", "2"],
-            ["REPRISE_BACKOFF_BASE", "10"]
+            ["REPRISE_BACKOFF_BASE", "10"],
+            ["REPRISE_PRICES", `{"claude-from-env": {"input": 3, "output": 15}}`]
           ])
         )
         const fiber = yield* Effect.fork(
@@ -498,6 +499,9 @@ layer(simulator, { excludeTestServices: true })("RecoveringLanguageModel against
         const facts = Option.getOrThrow(RecoveryAiError.facts(error as AiError.AiError))
         assert.strictEqual((facts.error as any).reason, "Attempts")
         assert.strictEqual(facts.attempts, 2)
+        // priced by REPRISE_PRICES: two 503s, not billed, cost nothing (without prices there is no cost at all)
+        assert.strictEqual(facts.ledger?.discarded.cost, 0)
+        assert.strictEqual(facts.ledger?.discarded.billed, 0)
         const requests = yield* sim.requestsTo("anthropic")
         assert.strictEqual(requests.length, 2)
         assert.strictEqual((requests[0].body as any).model, "claude-from-env")
