@@ -12,10 +12,9 @@ import * as Simulator from "@reprise/simulator/Simulator"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
-import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { chatArgs, run, setup, start } from "./support/cli.js"
+import { chatArgs, collector, run, setup, start } from "./support/cli.js"
 
 const KEY = "sk-test-secret-never-printed"
 const env = { OPENAI_API_KEY: KEY }
@@ -41,32 +40,6 @@ const retryLine = (attempt: number, max: number) =>
   `reprise: attempt ${attempt}/${max} failed (stream ended early); discarded ${discardedChars} chars; retrying in 0.0s\n`
 
 const eventsOf = (stdout: string) => stdout.trim().split("\n").map((line) => JSON.parse(line))
-
-/** A collector on 127.0.0.1 that records each request's path and body, and answers `200 {}`. */
-const collector = Effect.acquireRelease(
-  Effect.async<{ readonly url: string; readonly received: Array<{ path: string; text: string }>; server: http.Server }>(
-    (resume) => {
-      const received: Array<{ path: string; text: string }> = []
-      const server = http.createServer((req, res) => {
-        const chunks: Array<Buffer> = []
-        req.on("data", (chunk: Buffer) => chunks.push(chunk))
-        req.on("end", () => {
-          received.push({ path: req.url ?? "", text: Buffer.concat(chunks).toString("utf8") })
-          res.writeHead(200, { "content-type": "application/json" }).end("{}")
-        })
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as { readonly port: number }
-        resume(Effect.succeed({ url: `http://127.0.0.1:${port}`, received, server }))
-      })
-    }
-  ),
-  ({ server }) =>
-    Effect.async<void>((resume) => {
-      server.closeAllConnections()
-      server.close(() => resume(Effect.void))
-    })
-)
 
 const tempFile = (name: string, contents: string) => {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "reprise-prices-")), name)
@@ -270,27 +243,16 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
     it.effect("reprise serve: a bad --prices stops it before it listens; with prices the relay's spans carry the costs", () =>
       Effect.scoped(Effect.gen(function*() {
         const { base } = yield* setup({ steps: [cut, answer] })
-        const serve = (...extra: ReadonlyArray<string>) => [
-          "serve",
-          "--port",
-          "0",
-          "--base-url",
-          base,
-          "--model",
-          "test-model",
-          "--backoff-base",
-          "5",
-          "--backoff-max",
-          "20",
-          ...extra
-        ]
+        const serve = (
+          ...extra: ReadonlyArray<string>
+        ) => ["serve", "--port", "0", ...chatArgs(base, ...extra).slice(1)]
         const invalid = tempFile("prices.json", "not json")
         const refused = yield* run(serve("--prices", invalid), env, { within: Duration.seconds(20) })
         assert.strictEqual(refused.code, 2)
         assert.strictEqual(refused.stdout, "")
         assert.match(refused.stderr, /^reprise: error \[UsageError\]: --prices .* is not a price list: not JSON \(/)
 
-        const otlp = yield* collector
+        const otlp = yield* collector()
         const prices = tempFile("prices.json", JSON.stringify({ "test-model": { input: 2, output: 8 } }))
         yield* Effect.scoped(Effect.gen(function*() {
           const child = yield* start(serve("--prices", prices), { ...env, OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url })
@@ -308,7 +270,9 @@ layer(Simulator.layer(), { excludeTestServices: true, timeout: Duration.seconds(
           child.child.kill("SIGINT")
           assert.strictEqual((yield* child.exitWithin("20 seconds")).code, 130)
         }))
-        const spans = otlp.received.filter((body) => body.path === "/v1/traces").map((body) => body.text).join("\n")
+        const spans = otlp.received.filter((body) => body.path === "/v1/traces").map((body) =>
+          body.body.toString("utf8")
+        ).join("\n")
         const valueOf = (key: string) =>
           [...spans.matchAll(
             new RegExp(`"key":"${key.replace(/\./g, "\\.")}","value":\\{"doubleValue":([\\d.e-]+)\\}`, "g")

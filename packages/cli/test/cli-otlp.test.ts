@@ -12,47 +12,10 @@ import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
-import { chatArgs, repoRoot, run, setup, start } from "./support/cli.js"
+import { chatArgs, collector, type Received, repoRoot, run, setup, start } from "./support/cli.js"
 
 const KEY = "sk-test-otlp-key-never-exported"
 const { version } = JSON.parse(fs.readFileSync(path.join(repoRoot, "packages/cli/package.json"), "utf8"))
-
-interface Received {
-  readonly path: string
-  readonly headers: http.IncomingHttpHeaders
-  readonly body: Buffer
-}
-
-/**
- * A collector on 127.0.0.1 that records each request once its body has arrived, then answers `200 {}` (or, with
- * `answer: false`, never answers). Everything recorded was received before the answer went out, so before the
- * client could go on.
- */
-const collector = (options: { readonly answer: boolean } = { answer: true }) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly received: Array<Received>; readonly server: http.Server }>(
-      (resume) => {
-        const received: Array<Received> = []
-        const server = http.createServer((req, res) => {
-          const chunks: Array<Buffer> = []
-          req.on("data", (chunk: Buffer) => chunks.push(chunk))
-          req.on("end", () => {
-            received.push({ path: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks) })
-            if (options.answer) res.writeHead(200, { "content-type": "application/json" }).end("{}")
-          })
-        })
-        server.listen(0, "127.0.0.1", () => {
-          const { port } = server.address() as { readonly port: number }
-          resume(Effect.succeed({ url: `http://127.0.0.1:${port}`, received, server }))
-        })
-      }
-    ),
-    ({ server }) =>
-      Effect.async<void>((resume) => {
-        server.closeAllConnections()
-        server.close(() => resume(Effect.void))
-      })
-  )
 
 /** A port on 127.0.0.1 that nothing listens on (it was bound, then closed). */
 const closedPort = Effect.async<number>((resume) => {

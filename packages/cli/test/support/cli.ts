@@ -9,6 +9,7 @@ import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Duration, Effect, TestServices } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -198,4 +199,41 @@ export const holder = (session: string) =>
       child.stderr.setEncoding("utf8").on("data", (d: string) => process.stderr.write(d))
     }),
     (h) => h.release
+  )
+
+export interface Received {
+  readonly path: string
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: Buffer
+}
+
+/**
+ * A collector on 127.0.0.1 that records each request once its body has arrived, then answers `200 {}` (or, with
+ * `answer: false`, never answers). Everything recorded was received before the answer went out, so before the
+ * client could go on.
+ */
+export const collector = (options: { readonly answer: boolean } = { answer: true }) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly received: Array<Received>; readonly server: http.Server }>(
+      (resume) => {
+        const received: Array<Received> = []
+        const server = http.createServer((req, res) => {
+          const chunks: Array<Buffer> = []
+          req.on("data", (chunk: Buffer) => chunks.push(chunk))
+          req.on("end", () => {
+            received.push({ path: req.url ?? "", headers: req.headers, body: Buffer.concat(chunks) })
+            if (options.answer) res.writeHead(200, { "content-type": "application/json" }).end("{}")
+          })
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as { readonly port: number }
+          resume(Effect.succeed({ url: `http://127.0.0.1:${port}`, received, server }))
+        })
+      }
+    ),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
   )
