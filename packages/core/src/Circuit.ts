@@ -6,8 +6,9 @@
  *   answered with a rejection of the request, resets the count. At `failureThreshold` the circuit opens.
  * - **Open**: the route is skipped without a send until `coolDown` has passed since it opened.
  * - **Half-open**: after the cool-down one send goes through as the probe; every other send is refused while it runs.
- *   The probe's success closes the circuit, its transient failure opens it again for another cool-down. A probe that
- *   never reports (its reply was interrupted, its process died) holds the circuit for one cool-down at most.
+ *   The probe's success closes the circuit, its transient failure opens it again for another cool-down. A probe whose
+ *   reply ends without reporting (interrupted, or ended by a hook or the budget) gives its lease back (`released`), so
+ *   the next send may probe at once; one whose process died holds the circuit for one cool-down at most.
  *
  * A circuit is named by its route's key (protocol, endpoint and model; never a credential). The default service keeps
  * the circuits of the process in memory, on the `Clock`; `@reprise/fleet` provides one shared by every process on the
@@ -57,8 +58,11 @@ export type State = "closed" | "open" | "half-open"
 export type Admission = Data.TaggedEnum<{
   /** The circuit is closed: send. */
   Closed: {}
-  /** The cool-down is over and this send is the probe: send, and report its outcome. */
-  Probe: {}
+  /**
+   * The cool-down is over and this send is the probe: send, and report its outcome. `lease` names this probe's lease
+   * (the circuit's time when it lapses), for `released`.
+   */
+  Probe: { readonly lease?: number | undefined }
   /** The circuit is open (or its probe is running): skip the route; `retryIn` is left of the cool-down. */
   Open: { readonly retryIn: Duration.Duration }
 }>
@@ -84,6 +88,11 @@ export interface Service {
   readonly failed: (key: string) => Effect.Effect<State>
   /** The state of the route's circuit now (for status lines and tests). */
   readonly state: (key: string) => Effect.Effect<State>
+  /**
+   * The probe `lease` handed out by `admit` reported nothing and never will: it is given back, and the circuit is
+   * half-open again (a later probe's lease is left alone). Optional: a service without it lets a lease lapse.
+   */
+  readonly released?: ((key: string, lease: number | undefined) => Effect.Effect<void>) | undefined
 }
 
 /**
@@ -138,7 +147,7 @@ export const makeMemory = (settings: Settings = defaultSettings): Service => {
           return Admission.Open({ retryIn: Duration.millis(found.probeUntil - now) })
         }
         found.probeUntil = now + coolDownMillis
-        return Admission.Probe()
+        return Admission.Probe({ lease: found.probeUntil })
       }),
     succeeded: (key) =>
       Effect.sync(() => {
@@ -155,7 +164,16 @@ export const makeMemory = (settings: Settings = defaultSettings): Service => {
         }
         return stateAt(found, now)
       }),
-    state: (key) => Effect.map(Clock.currentTimeMillis, (now) => stateAt(entries.get(key), now))
+    state: (key) => Effect.map(Clock.currentTimeMillis, (now) => stateAt(entries.get(key), now)),
+    released: (key, lease) =>
+      Effect.sync(() => {
+        const found = entries.get(key)
+        if (
+          found !== undefined && found.probeUntil !== undefined && (lease === undefined || found.probeUntil === lease)
+        ) {
+          found.probeUntil = undefined
+        }
+      })
   }
 }
 

@@ -72,6 +72,23 @@ describe("Circuit.makeMemory", () => {
       assert.strictEqual(tag(yield* circuit.admit("r")), "Probe")
     }))
 
+  it.effect("a probe given back (released) leaves the circuit half-open at once; a stale lease changes nothing", () =>
+    Effect.gen(function*() {
+      const circuit = Circuit.makeMemory({ failureThreshold: 1, coolDown: Duration.seconds(10) })
+      yield* circuit.failed("r")
+      yield* TestClock.adjust(Duration.seconds(10))
+      const first = yield* circuit.admit("r")
+      assert.deepStrictEqual(first, Circuit.Admission.Probe({ lease: 20_000 }))
+      assert.strictEqual(tag(yield* circuit.admit("r")), "Open 10000")
+      yield* circuit.released!("r", first._tag === "Probe" ? first.lease : undefined)
+      assert.strictEqual(yield* circuit.state("r"), "half-open")
+      const second = yield* circuit.admit("r")
+      assert.strictEqual(tag(second), "Probe")
+      // a lease that is not the one out changes nothing
+      yield* circuit.released!("r", first._tag === "Probe" ? first.lease! - 1 : undefined)
+      assert.strictEqual(tag(yield* circuit.admit("r")), "Open 10000")
+    }))
+
   it("refuses settings that cannot work", () => {
     assert.throws(() => Circuit.makeMemory({ failureThreshold: 0, coolDown: Duration.seconds(1) }), RangeError)
     assert.throws(() => Circuit.makeMemory({ failureThreshold: 1.5, coolDown: Duration.seconds(1) }), RangeError)

@@ -295,6 +295,34 @@ describe("Routes and circuits", () => {
       assert.isFalse((yield* notes.all).some((n) => n._tag === "RouteSwitched"))
     }))
 
+  it.effect("a probing reply interrupted before its outcome gives the lease back: the next reply probes at once", () =>
+    Effect.gen(function*() {
+      const circuit = Circuit.makeMemory({ failureThreshold: 1, coolDown: Duration.seconds(30) })
+      const a = route("a", "m", [{ text: ["x"], end: "never" }, ok("back")])
+      const b = route("b", "m", [ok("fallback")])
+      const key = Routes.key(a.route)
+      yield* circuit.failed(key)
+      yield* TestClock.adjust(Duration.seconds(30))
+      const reply = Recovery.generate(request).pipe(
+        Effect.provide(Layer.mergeAll(
+          Routes.layer(Routes.make(a.route, b.route)),
+          Layer.succeed(Circuit.Circuit, circuit)
+        ))
+      )
+      // the probe hangs on route a; the caller gives up on it
+      const probing = yield* Effect.fork(reply)
+      yield* TestClock.adjust(Duration.seconds(1))
+      assert.strictEqual(a.sends(), 1)
+      assert.strictEqual(yield* circuit.state(key), "open")
+      yield* Fiber.interrupt(probing)
+      assert.strictEqual(yield* circuit.state(key), "half-open")
+      // the next reply probes route a now, not after the lease's 30 s, and closes the circuit
+      const next = yield* reply
+      assert.strictEqual(next.text, "back")
+      assert.deepStrictEqual([a.sends(), b.sends()], [2, 0])
+      assert.strictEqual(yield* circuit.state(key), "closed")
+    }))
+
   it.effect("every route's circuit open: RecoveryExhausted{CircuitOpen}, nothing sent", () =>
     Effect.gen(function*() {
       const circuit = Circuit.makeMemory({ failureThreshold: 1, coolDown: Duration.seconds(30) })

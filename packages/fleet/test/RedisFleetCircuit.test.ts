@@ -185,6 +185,17 @@ layer(serverLayer, { excludeTestServices: true, timeout: Duration.seconds(60) })
         const probed = yield* serverMillis
         const lease = Number(yield* inspect((r) => r.hget(key, "probe")))
         assert.isTrue(lease >= probing + cd && lease <= probed + cd, `a probe leased for one cool-down: ${lease}`)
+        // a probe given back: the lease field goes, the circuit is half-open, and the next send probes
+        yield* circuit.released!(route, lease)
+        assert.isNull(yield* inspect((r) => r.hget(key, "probe")))
+        assert.strictEqual(yield* circuit.state(route), "half-open")
+        const again = yield* circuit.admit(route)
+        assert.strictEqual(again._tag, "Probe")
+        const second = Number(yield* inspect((r) => r.hget(key, "probe")))
+        assert.deepStrictEqual(again, Circuit.Admission.Probe({ lease: second }))
+        // a lease that is not the one out leaves it alone
+        yield* circuit.released!(route, second - 1)
+        assert.strictEqual(Number(yield* inspect((r) => r.hget(key, "probe"))), second)
         yield* circuit.succeeded(route)
         assert.strictEqual(yield* inspect((r) => r.exists(key)), 0, "closed: the key is deleted")
         assert.deepStrictEqual(yield* inspect((r) => r.keys(`reprise:fleet:{${name}}*`)), [])

@@ -184,15 +184,18 @@ const replyOf = <RH>(
           // interrupted, the background response the reply was reading is cancelled; the cancel's own defect is joined
           // to the interruption, as `Effect.onInterrupt` joins a finalizer's
           (span, exit) =>
-            Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
-              ? Effect.flatMap(Effect.exit(run.abandon()), (cancelled) =>
-                Exit.isSuccess(cancelled)
-                  ? endSpan(span, exit)
-                  : Effect.zipRight(
-                    endSpan(span, Exit.failCause(Cause.sequential(exit.cause, cancelled.cause))),
-                    Effect.failCause(cancelled.cause)
-                  ))
-              : endSpan(span, exit)
+            Effect.zipRight(
+              run.releaseProbe(),
+              Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+                ? Effect.flatMap(Effect.exit(run.abandon()), (cancelled) =>
+                  Exit.isSuccess(cancelled)
+                    ? endSpan(span, exit)
+                    : Effect.zipRight(
+                      endSpan(span, Exit.failCause(Cause.sequential(exit.cause, cancelled.cause))),
+                      Effect.failCause(cancelled.cause)
+                    ))
+                : endSpan(span, exit)
+            )
         )
       })
   )
@@ -268,6 +271,8 @@ class ReplyRun<RH> implements Resumption.Service {
   pending: Pending | undefined = undefined
   /** The route the next attempt goes to (an index of `routes`). */
   current = 0
+  /** The probe of a route's circuit this reply holds and has not reported yet (see `Circuit`). */
+  probe: { readonly key: string; readonly lease: number | undefined } | undefined = undefined
   /** The ledger's entries, one per attempt decided. */
   readonly entries: Array<Ledger.Entry> = []
   #requestChars: number | undefined = undefined
@@ -299,6 +304,19 @@ class ReplyRun<RH> implements Resumption.Service {
   /** The ledger so far. */
   ledger(): Ledger.Ledger {
     return Ledger.make([...this.entries], Object.keys(this.prices).length > 0)
+  }
+
+  /** The circuit of route `key` was told how a send went: a probe held on it is reported. */
+  reported(key: string): void {
+    if (this.probe?.key === key) this.probe = undefined
+  }
+
+  /** A probe the reply holds and never reported (it ended otherwise): its lease given back to the circuit. */
+  releaseProbe(): Effect.Effect<void> {
+    const probe = this.probe
+    const released = this.circuit?.released
+    this.probe = undefined
+    return probe === undefined || released === undefined ? Effect.void : released(probe.key, probe.lease)
   }
 
   notify(notification: RecoveryNotifications.Notification): Effect.Effect<void> {
@@ -432,6 +450,7 @@ class ReplyRun<RH> implements Resumption.Service {
       while (true) {
         const route = routes[self.current]!
         const admission = yield* self.circuit!.admit(route.planned!.key)
+        if (admission._tag === "Probe") self.probe = { key: route.planned!.key, lease: admission.lease }
         if (admission._tag !== "Open") return undefined
         route.visited = true
         route.last = { message: `circuit open (probe in ${Duration.format(admission.retryIn)})` }
@@ -511,6 +530,7 @@ class ReplyRun<RH> implements Resumption.Service {
         // the server answered a rejection of the request: it is up
         if (retryable) circuit = yield* self.circuit.failed(key)
         else yield* self.circuit.succeeded(key)
+        self.reported(key)
       }
       if (TransportError.isTransportError(error) && error.reason === "MalformedChunk" && ++route.malformed >= 2) {
         return "MalformedChunk"
@@ -1111,7 +1131,13 @@ class AttemptRun<RH> {
     const decision: Decision = { _tag: "Commit", reply: committed }
     return reply.circuit === undefined || planned === undefined
       ? Effect.as(annotated, decision)
-      : Effect.as(Effect.zipRight(annotated, reply.circuit.succeeded(planned.key)), decision)
+      : Effect.as(
+        Effect.zipRight(
+          annotated,
+          Effect.zipRight(reply.circuit.succeeded(planned.key), Effect.sync(() => reply.reported(planned.key)))
+        ),
+        decision
+      )
   }
 
   /** What follows a failed attempt: surfaced, exhausted, continued or replayed. */

@@ -37,7 +37,7 @@ export type Call = <A>(
 
 const millis = (n: unknown): n is number => typeof n === "number" && Number.isInteger(n) && n >= 0
 
-/** `{0, 0}` closed, `{1, 0}` half-open or probe, `{2, ms}` open. */
+/** `{0, 0}` closed, `{1, 0}` half-open, `{1, lease}` the probe, `{2, ms}` open. */
 const decodeReply = (reply: unknown): readonly [0 | 1 | 2, number] | undefined =>
   Array.isArray(reply) && (reply[0] === 0 || reply[0] === 1 || reply[0] === 2) && millis(reply[1])
     ? [reply[0], reply[1]]
@@ -50,11 +50,13 @@ const admission = (reply: unknown): Circuit.Admission | undefined => {
   return code === 0
     ? Circuit.Admission.Closed()
     : code === 1
-    ? Circuit.Admission.Probe()
+    ? Circuit.Admission.Probe({ lease: left })
     : Circuit.Admission.Open({ retryIn: Duration.millis(left) })
 }
 
 const deleted = (reply: unknown): true | undefined => reply === 1 ? true : undefined
+
+const zeroOrOne = (reply: unknown): true | undefined => reply === 0 || reply === 1 ? true : undefined
 
 const stateOf = (reply: unknown): Circuit.State | undefined => {
   const decoded = decodeReply(reply)
@@ -93,6 +95,13 @@ export const make = (options: {
           local.state(key)
         )
       ),
-    state: (key) => call(CircuitScripts.state, [keyOf(key)], [], stateOf, local.state(key))
+    state: (key) => call(CircuitScripts.state, [keyOf(key)], [], stateOf, local.state(key)),
+    released: (key, lease) =>
+      Effect.zipRight(
+        local.released!(key, undefined),
+        lease === undefined
+          ? Effect.void
+          : Effect.asVoid(call(CircuitScripts.released, [keyOf(key)], [String(lease)], zeroOrOne, Effect.succeed(true)))
+      )
   }
 }

@@ -43,8 +43,8 @@ end
 `
 
 /**
- * Whether a send may go now. ARGV: cool-down ms, TTL ms. Returns `{0, 0}` closed, `{1, 0}` this caller holds the probe
- * (leased for one cool-down), `{2, ms left}` open.
+ * Whether a send may go now. ARGV: cool-down ms, TTL ms. Returns `{0, 0}` closed, `{1, lease}` this caller holds the
+ * probe (leased for one cool-down, until the server time `lease`), `{2, ms left}` open.
  *
  * @internal
  */
@@ -55,9 +55,28 @@ export const admit = script(
 local t = now()
 local s = state(KEYS[1], t)
 if s[1] ~= 1 then return s end
-redis.call('HSET', KEYS[1], 'probe', t + tonumber(ARGV[1]))
+local lease = t + tonumber(ARGV[1])
+redis.call('HSET', KEYS[1], 'probe', lease)
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-return {1, 0}
+return {1, lease}
+`
+)
+
+/**
+ * A probe that will not report gives its lease back: the `probe` field is removed if it still holds that lease
+ * (ARGV: the lease `admit` returned), so the circuit is half-open again; a later probe's lease is left alone. Returns
+ * 1 when it removed it, 0 otherwise.
+ *
+ * @internal
+ */
+export const released = script(
+  "circuit released",
+  ["circuit"],
+  `if redis.call('HGET', KEYS[1], 'probe') == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'probe')
+  return 1
+end
+return 0
 `
 )
 
