@@ -113,12 +113,14 @@ class TooLarge {
 const drainBytes = 8 * 1024 * 1024
 
 /**
- * The body as text, at most `max` bytes of it. A body over the limit is read on and dropped, up to `drainBytes` more
- * (a client that sends its whole body before it reads then gets the 413); past that, reading stops.
+ * The body as text, at most `max` bytes of it. A body that declares its length is refused at once when that is over
+ * the limit, and otherwise read whole: the HTTP parser reads no more than it declares. A body without one (chunked) is
+ * counted as it is read; over the limit, it is read on and dropped, up to `drainBytes` more (a client that sends its
+ * whole body before it reads then gets the 413); past that, reading stops.
  */
 const readBody = (request: HttpServerRequest.HttpServerRequest, max: number) => {
   const declared = Number(request.headers["content-length"])
-  if (Number.isFinite(declared) && declared > max) return Effect.fail(new TooLarge())
+  if (Number.isFinite(declared)) return declared > max ? Effect.fail(new TooLarge()) : request.text
   return request.stream.pipe(
     Stream.mapAccumEffect(0, (n, bytes: Uint8Array) => {
       const total = n + bytes.length
