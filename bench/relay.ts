@@ -89,6 +89,11 @@ export interface RelayResult {
   readonly portkeyRatio?: number | undefined
   readonly singleRatio: number
   readonly proxySingleRatio: number
+  /**
+   * CPU time (user + system) of the proxy's and the relay's processes over every stream each served, warm-up included,
+   * per stream (ms): the relay's is over its `live` and `hold` streams together. Context, not a target.
+   */
+  readonly cpuPerStreamMs: { readonly proxy: number; readonly relay: number }
 }
 
 const labels: Record<Client, string> = {
@@ -154,6 +159,12 @@ const spawnServer = (
     })
   })
 
+/** The CPU time a server of `serve` printed as it stopped (ms). */
+const printedCpu = (out: string): number => {
+  const line = out.split("\n").find((l) => l.startsWith("{\"cpuMs\""))
+  return line === undefined ? Number.NaN : (JSON.parse(line) as { cpuMs: number }).cpuMs
+}
+
 const printedUrl = (out: string): string | undefined => {
   for (const line of out.split("\n")) {
     if (!line.startsWith("{\"url\"")) continue
@@ -211,9 +222,15 @@ const startPortkey = async (): Promise<{ child: Child; version: string } | { err
 
 /** `bench/relay.ts serve proxy|relay <upstream origin>`: prints `{"url": …}` and serves until stdin closes. */
 const serve = (kind: string, upstream: string) => {
-  process.stdin.on("end", () => process.exit(0))
+  // the CPU time the process used, user and system, for the figure's CPU per stream
+  const exit = () => {
+    const { system, user } = process.cpuUsage()
+    console.log(JSON.stringify({ cpuMs: (user + system) / 1000 }))
+    process.exit(0)
+  }
+  process.stdin.on("end", exit)
   process.stdin.resume()
-  process.on("SIGTERM", () => process.exit(0))
+  process.on("SIGTERM", exit)
   if (kind === "proxy") {
     // the floor: what a pass-through proxy does at the least: the request forwarded, the body piped back
     const server = Http.createServer((req, res) => {
@@ -436,6 +453,17 @@ export const run = async (
       for (const who of orders[i % orders.length]) concurrent[who]!.push(await burst(who))
     }
 
+    // the servers' CPU time over every stream they served (warm-up included), per stream
+    await proxy.stop()
+    await relay.stop()
+    const served = (who: Client) =>
+      names.includes(who) ? options.warmup + options.singleRuns + (1 + options.rounds) * options.streams : 0
+    const perStream = (cpuMs: number, streams: number) => streams === 0 ? Number.NaN : cpuMs / streams
+    const cpuPerStream = {
+      proxy: perStream(printedCpu(proxy.log()), served("proxy")),
+      relay: perStream(printedCpu(relay.log()), served("relayLive") + served("relayHold"))
+    }
+
     const clients: Partial<Record<Client, ClientResult>> = {}
     for (const who of names) {
       const s = summarize(single[who]!)
@@ -470,6 +498,7 @@ export const run = async (
       portkeyRatio: clients.portkey === undefined
         ? undefined
         : atN("relayLive") / atN("portkey"),
+      cpuPerStreamMs: cpuPerStream,
       singleRatio: at1("relayLive") / at1("direct"),
       proxySingleRatio: at1("proxy") / at1("direct")
     }
@@ -528,6 +557,10 @@ export const print = (r: RelayResult) => {
         `${fmt(c.concurrentPerSecond / direct.concurrentPerSecond)}x`
       ]
     })
+  )
+  console.log(
+    `   CPU per stream (user + system, warm-up included): pass-through proxy ${fmt(r.cpuPerStreamMs.proxy, 3)} ms, ` +
+      `relay ${fmt(r.cpuPerStreamMs.relay, 3)} ms (live and hold)`
   )
   if (!r.portkey.ran) console.log(`   @portkey-ai/gateway ${r.portkey.version ?? ""}: not runnable: ${r.portkey.error}`)
 }

@@ -4,7 +4,8 @@
  *
  * 1. `AttemptStarted` for every physical send, or `AttemptResumed` for one that continues the response of the
  *    attempt before it (see `Resumption`),
- * 2. `Preview` for each event of that attempt (attempt-local, not committed),
+ * 2. `Preview` for each event of that attempt (attempt-local, not committed), or, for a listener that takes them in
+ *    batches ({@link Service.previews}), the same events a chunk at a time,
  * 3. on failure `AttemptDiscarded` (what the attempt had shown), then `RetryScheduled` when it will be replayed;
  *    or, when the next attempt continues the same response, `RetryScheduled` with `resume` and no discard: the
  *    preview is kept, and the continuation's previews extend it; or, with a plan of routes (`Routes`), `RouteSwitched`
@@ -156,6 +157,21 @@ export const Notification = Data.taggedEnum<Notification>()
  */
 export interface Service {
   readonly notify: (notification: Notification) => Effect.Effect<void>
+  /**
+   * Optional: the listener takes an attempt's previews in batches. When it is set, no `Preview` reaches `notify`:
+   * each chunk the provider's stream yields (the events one network read decoded) comes as one call with the events
+   * of that chunk that are surfaced, in order, at the place where their `Preview`s would have come (after the
+   * attempt's `AttemptStarted`, before what ends it). A chunk that surfaces nothing makes no call. The events, their
+   * order and their attempts are exactly those of the `Preview`s a listener without it receives.
+   *
+   * With a chunk hook (`Hooks.onChunk`), which runs after each event's preview, every surfaced event is a batch of
+   * its own, so that what the listener saw still ends where a failing hook stopped the attempt.
+   *
+   * @since 0.1.0
+   */
+  readonly previews?:
+    | ((attempt: number, events: ReadonlyArray<Generation.GenerationEvent>) => Effect.Effect<void>)
+    | undefined
 }
 
 /**

@@ -256,4 +256,41 @@ describe("Relay safety, more", () => {
       assert.strictEqual(r.status, 413)
       assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 0)
     }).pipe(Effect.scoped), 20_000)
+
+  it.live(
+    "a body within the limit is served, chunked or of a declared length, up to the limit exactly",
+    () =>
+      Effect.gen(function*() {
+        const payload = new TextEncoder().encode(
+          JSON.stringify(chat("healthy", { stream: true, padding: "é".repeat(400) }))
+        )
+        const h = yield* relay({ models: healthy }, { maxBodyBytes: payload.length })
+        const send = (chunked: boolean) =>
+          Effect.promise(async () => {
+            const body = chunked
+              ? new ReadableStream<Uint8Array>({
+                start(controller) {
+                  // cut inside the two-byte characters too
+                  for (let i = 0; i < payload.length; i += 99) controller.enqueue(payload.slice(i, i + 99))
+                  controller.close()
+                }
+              })
+              : payload
+            const response = await fetch(`${h.url}/v1/chat/completions`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body,
+              duplex: "half"
+            } as RequestInit)
+            return { status: response.status, text: await response.text() }
+          })
+        for (const chunked of [true, false]) {
+          const r = yield* send(chunked)
+          assert.strictEqual(r.status, 200)
+          assert.strictEqual(content(r.text), "All good.")
+        }
+        assert.strictEqual((yield* h.sim.requestsFor("healthy")).length, 2)
+      }).pipe(Effect.scoped),
+    20_000
+  )
 })

@@ -881,7 +881,8 @@ class AttemptRun<RH> {
   readonly onChunk: Hooks<RH>["onChunk"]
   /**
    * Nobody listens and no hook runs: a chunk's events are recorded in one step, with no effect or `Preview` per event
-   * (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes.
+   * (the previews would be dropped). Otherwise each event is surfaced in turn, as it comes, or, for a listener that
+   * takes previews in batches and no hook, a chunk's surfaced events in one call.
    */
   readonly quiet: boolean
   attempt: number | undefined = undefined
@@ -1002,16 +1003,29 @@ class AttemptRun<RH> {
     })
   }
 
-  /** Records every event of a chunk. */
-  record(events: Chunk.Chunk<Generation.GenerationEvent>): void {
+  /** Records every event of a chunk; with `shown`, appends to it the ones that are surfaced, in order. */
+  record(events: Chunk.Chunk<Generation.GenerationEvent>, shown?: Array<Generation.GenerationEvent>): void {
     const acc = this.acc
-    for (const event of events) acc.add(event)
+    for (const event of events) {
+      if (acc.add(event) && shown !== undefined) shown.push(event)
+    }
   }
 
-  /** A chunk's events, each recorded and told (`Preview`) in turn; a run that had not reserved is charged first. */
+  /**
+   * A chunk's events, each recorded and told in turn (`Preview`), or, for a listener that takes `previews` and no
+   * hook, recorded and told in one batch; a run that had not reserved is charged first.
+   */
   onEvents(events: Chunk.Chunk<Generation.GenerationEvent>): Effect.Effect<void, AttemptError, RH> {
     return Effect.flatMap(this.charged(), (attempt) => {
       if (this.quiet) return Effect.sync(() => this.record(events))
+      const previews = this.reply.notifications.previews
+      if (previews !== undefined && this.onChunk === undefined) {
+        return Effect.suspend(() => {
+          const shown: Array<Generation.GenerationEvent> = []
+          this.record(events, shown)
+          return shown.length === 0 ? Effect.void : previews(attempt, shown)
+        })
+      }
       const surfaced = Effect.forEach(events, (event) => this.surfaced(event, attempt), { discard: true })
       // a chunk hook is not the attempt's provider: a send it makes debits the reply's budget as any send outside an
       // attempt does, and does not count as this attempt's resend
@@ -1019,10 +1033,14 @@ class AttemptRun<RH> {
     })
   }
 
+  /** One event recorded and, when surfaced, told (a `Preview`, or a batch of one), then given to the chunk hook. */
   surfaced(event: Generation.GenerationEvent, attempt: number): Effect.Effect<void, HookError.HookError, RH> {
     const acc = this.acc
     if (!acc.add(event)) return Effect.void
-    const preview = this.reply.notify(N.Preview({ attempt, event }))
+    const previews = this.reply.notifications.previews
+    const preview = previews === undefined
+      ? this.reply.notify(N.Preview({ attempt, event }))
+      : previews(attempt, [event])
     const onChunk = this.onChunk
     if (onChunk === undefined) return preview
     return Effect.zipRight(

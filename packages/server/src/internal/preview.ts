@@ -16,14 +16,26 @@ import * as RelayProtocol from "../RelayProtocol.js"
 import type { Codec, Context, StreamEncoder } from "./downstream.js"
 import * as Failure from "./failure.js"
 
-/** What the machine reads. @internal */
+/**
+ * What the machine reads: a notification, a chunk's previews of the current attempt (`RecoveryNotifications.Service`'s
+ * `previews`), a keepalive tick, the reply's end.
+ *
+ * @internal
+ */
 export type Signal =
   | { readonly _tag: "Note"; readonly note: RecoveryNotifications.Notification }
+  | { readonly _tag: "Previews"; readonly events: ReadonlyArray<Generation.GenerationEvent> }
   | { readonly _tag: "Tick" }
   | { readonly _tag: "End"; readonly error: unknown }
 
+/** The failure that ends a reply before any hard frame: the response is an error with its own status. @internal */
+export interface Fail {
+  readonly _tag: "Fail"
+  readonly mapped: Failure.Mapped
+}
+
 /** What the machine writes: a frame, or the failure that ends a reply before any hard frame. @internal */
-export type Out = string | { readonly _tag: "Fail"; readonly mapped: Failure.Mapped }
+export type Out = string | Fail
 
 /** The comment line of a keepalive in `hold` mode. @internal */
 export const keepalive = ": reprise hold\n\n"
@@ -87,6 +99,9 @@ export class Machine {
         case "Note":
           this.note(signal.note)
           break
+        case "Previews":
+          for (const event of signal.events) this.preview(event)
+          break
       }
     }
     return this.out
@@ -133,6 +148,12 @@ export class Machine {
     this.shown = true
   }
 
+  private preview(event: Generation.GenerationEvent): void {
+    if (event._tag === "ToolCallDelta") this.startedCalls.add(event.index)
+    if (this.mode === "hold") this.buffer.push(event)
+    else this.show(event)
+  }
+
   private flush(): void {
     if (this.pending === undefined) return
     const frame = this.event(RelayProtocol.EventName.rollback, this.pending)
@@ -174,9 +195,7 @@ export class Machine {
         this.attempt = note.attempt
         return
       case "Preview":
-        if (note.event._tag === "ToolCallDelta") this.startedCalls.add(note.event.index)
-        if (this.mode === "hold") this.buffer.push(note.event)
-        else this.show(note.event)
+        this.preview(note.event)
         return
       case "AttemptDiscarded":
         this.buffer = []

@@ -113,12 +113,14 @@ class TooLarge {
 const drainBytes = 8 * 1024 * 1024
 
 /**
- * The body as text, at most `max` bytes of it. A body over the limit is read on and dropped, up to `drainBytes` more
- * (a client that sends its whole body before it reads then gets the 413); past that, reading stops.
+ * The body as text, at most `max` bytes of it. A body that declares its length is refused at once when that is over
+ * the limit, and otherwise read whole: the HTTP parser reads no more than it declares. A body without one (chunked) is
+ * counted as it is read; over the limit, it is read on and dropped, up to `drainBytes` more (a client that sends its
+ * whole body before it reads then gets the 413); past that, reading stops.
  */
 const readBody = (request: HttpServerRequest.HttpServerRequest, max: number) => {
   const declared = Number(request.headers["content-length"])
-  if (Number.isFinite(declared) && declared > max) return Effect.fail(new TooLarge())
+  if (Number.isFinite(declared)) return declared > max ? Effect.fail(new TooLarge()) : request.text
   return request.stream.pipe(
     Stream.mapAccumEffect(0, (n, bytes: Uint8Array) => {
       const total = n + bytes.length
@@ -305,21 +307,24 @@ export const generation = (
         shown = false
       }
       if (!streaming) return Effect.void
-      if (mode === "live") {
-        if (note._tag === "Preview" && !shown) shown = codec.delta(context, note.event).length > 0
-        // once content went out, the first failure ends the reply: recovery waits here, before it schedules another
-        // send, until the response is over and interrupts it
-        if (note._tag === "AttemptDiscarded" && shown) {
-          return Effect.zipRight(Queue.offer(queue, { _tag: "Note", note }), Effect.never)
-        }
+      // once content went out, the first failure ends the reply: recovery waits here, before it schedules another
+      // send, until the response is over and interrupts it
+      if (mode === "live" && note._tag === "AttemptDiscarded" && shown) {
+        return Effect.zipRight(Queue.offer(queue, { _tag: "Note", note }), Effect.never)
       }
       return Queue.offer(queue, { _tag: "Note", note })
+    }
+    // a chunk of the upstream stream (one read) is one signal: stepped and written at once, not an event at a time
+    const previews = (_attempt: number, events: ReadonlyArray<Generation.GenerationEvent>) => {
+      if (!streaming) return Effect.void
+      if (mode === "live" && !shown) shown = events.some((event) => codec.delta(context, event).length > 0)
+      return Queue.offer(queue, { _tag: "Previews", events })
     }
     // the reply runs in the request's scope: a client that goes away interrupts it, and with it the upstream request
     const generate = Recovery.generate(generationRequest)
     const fiber = yield* (Option.isSome(plan) ? Effect.provideService(generate, Routes.Routes, plan.value) : generate)
       .pipe(
-        Effect.provideService(RecoveryNotifications.RecoveryNotifications, { notify }),
+        Effect.provideService(RecoveryNotifications.RecoveryNotifications, { notify, previews }),
         Effect.tap((reply) =>
           Effect.sync(() => {
             stats.attempts = reply.attempts
@@ -345,49 +350,52 @@ export const generation = (
     }
 
     const machine = new Preview.Machine(codec, mode, context)
-    const signals = Stream.fromQueue(queue)
-    const ticks = Stream.repeatEffect(Effect.as(Effect.sleep(settings.keepalive), { _tag: "Tick" } as const))
-    const outs = (mode === "hold" ? Stream.merge(signals, ticks, { haltStrategy: "left" }) : signals).pipe(
-      // every signal waiting in the queue is stepped at once, and their frames go out as one write: a reply's events
-      // arrive in bursts (a read of the upstream body holds many), and a step or a write per event costs more than
-      // the event's frame itself (docs/performance.md, figure 9)
-      Stream.mapChunks((chunk) => {
-        const batch: Array<Preview.Out> = []
-        for (const signal of chunk) {
+    // hold: a keepalive tick every `keepalive`, beside the reply's signals, until the reply is over
+    const ticker = mode === "hold"
+      ? Option.some(
+        yield* Effect.forkScoped(
+          Effect.forever(Effect.zipRight(Effect.sleep(settings.keepalive), Queue.offer(queue, { _tag: "Tick" })))
+        )
+      )
+      : Option.none()
+    // every signal waiting in the queue (at least one) is stepped at once, and their frames go out as one write: a
+    // reply's events arrive in bursts (a chunk holds the events of a read of the upstream body), and a step or a write
+    // per event costs more than the event's frame itself (docs/performance.md, figure 9)
+    const step: Effect.Effect<string | Preview.Fail> = Effect.map(
+      Queue.takeBetween(queue, 1, Number.POSITIVE_INFINITY),
+      (signals) => {
+        let frames = ""
+        for (const signal of signals) {
+          for (const out of machine.step(signal)) {
+            // a failure is only ever stepped before any frame: it is all the machine wrote
+            if (typeof out !== "string") return out
+            frames += out
+          }
           if (machine.done) break
-          for (const out of machine.step(signal)) batch.push(out)
         }
-        return Chunk.of(batch)
-      }),
-      Stream.takeUntil(() => machine.done),
-      // the reply is over for the client (committed, or failed in band): what still runs upstream is stopped
-      Stream.ensuring(Fiber.interruptFork(fiber))
-    )
-    const pull = yield* Stream.toPull(outs)
-    // nothing is written before the first hard frame, so a reply that fails first gets its own status (a failure is
-    // only ever stepped before any frame, so it heads its batch)
-    let first: ReadonlyArray<Preview.Out> = []
-    while (first.length === 0) {
-      const next = yield* Effect.either(pull)
-      if (Either.isLeft(next)) {
-        return refuse({ failure: { status: 500, type: "api_error", message: "the reply ended without an answer" } })
+        return frames
       }
-      first = Chunk.toReadonlyArray(next.right).flat()
+    )
+    // nothing is written before the first hard frame, so a reply that fails first gets its own status (until then, a
+    // client that goes away closes the request's scope, which interrupts the reply)
+    let first = ""
+    while (first.length === 0) {
+      const frames = yield* step
+      if (typeof frames !== "string") return refuse(frames.mapped)
+      first = frames
     }
-    const head = first[0]!
-    if (typeof head !== "string") return refuse(head.mapped)
-    const joined = (batch: ReadonlyArray<Preview.Out>) => {
-      let all = ""
-      for (const out of batch) if (typeof out === "string") all += out
-      return all
-    }
-    const frames = Stream.concat(
-      Stream.succeed(first),
-      Stream.repeatEffectChunkOption(Effect.mapError(pull, (e) => Option.isNone(e) ? e : Option.none()))
-    ).pipe(
-      Stream.map(joined),
-      Stream.filter((written) => written.length > 0),
-      Stream.map((written) => encoder.encode(written))
+    // after the first frame, the machine writes a failure in band: a step gives frames, possibly none
+    const encoded = (frames: string | Preview.Fail) =>
+      typeof frames === "string" && frames.length > 0 ? Chunk.of(encoder.encode(frames)) : Chunk.empty<Uint8Array>()
+    const next = Effect.suspend(() => machine.done ? Effect.fail(Option.none()) : Effect.map(step, encoded))
+    const frames = Stream.concat(Stream.succeed(encoder.encode(first)), Stream.repeatEffectChunkOption(next)).pipe(
+      // the reply is over for the client (committed, or failed in band): what still runs upstream is stopped
+      Stream.ensuring(
+        Effect.zipRight(
+          Fiber.interruptFork(fiber),
+          Option.isSome(ticker) ? Fiber.interruptFork(ticker.value) : Effect.void
+        )
+      )
     )
     return respond(HttpServerResponse.stream(frames, {
       contentType: "text/event-stream; charset=utf-8",
