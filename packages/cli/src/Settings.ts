@@ -48,26 +48,22 @@
  */
 import * as Options from "@effect/cli/Options"
 import type * as FileSystem from "@effect/platform/FileSystem"
-import * as Budget from "@reprise/core/Budget"
 import * as Circuit from "@reprise/core/Circuit"
-import * as Policy from "@reprise/core/Policy"
 import type * as Prices from "@reprise/core/Prices"
-import * as FleetAddress from "@reprise/fleet/FleetAddress"
 import * as FleetOptions from "@reprise/fleet/FleetOptions"
-import * as RetryBudget from "@reprise/fleet/RetryBudget"
 import * as ProviderOptions from "@reprise/providers/ProviderOptions"
 import * as Config from "effect/Config"
-import * as ConfigError from "effect/ConfigError"
-import * as ConfigProvider from "effect/ConfigProvider"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Struct from "effect/Struct"
 import { UsageError } from "./ExitCode.js"
 import * as Fallback from "./Fallback.js"
 import * as ApiKey from "./internal/apiKey.js"
+import * as Background from "./internal/background.js"
+import { fleetFlag, resolveFleet } from "./internal/fleetSettings.js"
+import { flag, owned, readOwned } from "./internal/ownedSettings.js"
 import * as PriceFile from "./internal/prices.js"
 
 /**
@@ -141,7 +137,7 @@ export interface Settings {
  * @since 0.1.0
  * @category config
  */
-export const backgroundVariable = "REPRISE_BACKGROUND"
+export const backgroundVariable = Background.variable
 
 /**
  * `REPRISE_BACKGROUND`: whether the requests of a turn run in the provider's background mode, as `Config.boolean`
@@ -151,142 +147,10 @@ export const backgroundVariable = "REPRISE_BACKGROUND"
  * @since 0.1.0
  * @category config
  */
-export const backgroundConfig: Config.Config<boolean> = Config.string().pipe(
-  Config.mapOrFail((text) => {
-    switch (text.trim() === "" ? "" : text) {
-      case "":
-        return Either.right(false)
-      case "true":
-      case "yes":
-      case "on":
-      case "1":
-        return Either.right(true)
-      case "false":
-      case "no":
-      case "off":
-      case "0":
-        return Either.right(false)
-      default:
-        // `Config.boolean`'s words and message
-        return Either.left(
-          ConfigError.InvalidData([], `Expected a boolean value but received ${JSON.stringify(text)}`)
-        )
-    }
-  }),
-  // nested last, so that the variable names the failure
-  Config.nested(backgroundVariable),
-  Config.withDefault(false)
-)
+export const backgroundConfig: Config.Config<boolean> = Background.config
 
 const withEnv = <A>(options: Options.Options<A>, config: Config.Config<A>) =>
   Options.withFallbackConfig(options, config)
-
-/** A setting whose `Config` is its owner's, and the flag that stands in front of its variable. */
-interface Owned {
-  /** The flag, without its dashes. */
-  readonly flag: string
-  readonly variable: string
-  /** Its value (flag, variable or default, from the current `ConfigProvider`) as the flag would give it. */
-  readonly current: Effect.Effect<string, ConfigError.ConfigError>
-}
-
-const setting = <A>(flag: string, variable: string, config: Config.Config<A>, show: (value: A) => string): Owned => ({
-  flag,
-  variable,
-  current: Effect.map(config, show)
-})
-
-const millis = (d: Duration.Duration) => String(Duration.toMillis(d))
-
-const owned = {
-  maxAttempts: setting("max-attempts", Budget.maxAttemptsVariable, Budget.maxAttemptsConfig, String),
-  deadline: setting(
-    "deadline",
-    Budget.deadlineVariable,
-    Budget.deadlineConfig,
-    (d) => String(Duration.toSeconds(d))
-  ),
-  backoffBase: setting("backoff-base", Policy.backoffBaseVariable, Policy.backoffBaseConfig, millis),
-  backoffMax: setting("backoff-max", Policy.backoffMaxVariable, Policy.backoffMaxConfig, millis),
-  idleTimeout: setting("idle-timeout", ProviderOptions.idleTimeoutVariable, ProviderOptions.idleTimeoutConfig, millis),
-  firstByteTimeout: setting(
-    "first-byte-timeout",
-    ProviderOptions.firstByteTimeoutVariable,
-    ProviderOptions.firstByteTimeoutConfig,
-    millis
-  ),
-  firstTokenTimeout: setting(
-    "first-token-timeout",
-    ProviderOptions.firstTokenTimeoutVariable,
-    ProviderOptions.firstTokenTimeoutConfig,
-    Option.match({ onNone: () => "none", onSome: millis })
-  ),
-  routeAttempts: setting(
-    "route-attempts",
-    Fallback.routeAttemptsVariable,
-    Fallback.routeAttemptsConfig,
-    Option.match({ onNone: () => "none", onSome: String })
-  ),
-  contextWindow: setting(
-    "context-window",
-    Fallback.contextWindowVariable,
-    Fallback.contextWindowConfig,
-    Option.match({ onNone: () => "none", onSome: String })
-  ),
-  circuitThreshold: setting(
-    "circuit-threshold",
-    Circuit.failureThresholdVariable,
-    Circuit.failureThresholdConfig,
-    String
-  ),
-  circuitCooldown: setting("circuit-cooldown", Circuit.coolDownVariable, Circuit.coolDownConfig, millis),
-  maxReplyBytes: setting(
-    "max-reply-bytes",
-    ProviderOptions.maxReplyBytesVariable,
-    ProviderOptions.maxReplyBytesConfig,
-    String
-  ),
-  streamUsage: setting(
-    "no-stream-usage",
-    ProviderOptions.streamUsageVariable,
-    ProviderOptions.streamUsageConfig,
-    String
-  ),
-  background: setting("background", backgroundVariable, backgroundConfig, String)
-}
-
-/**
- * The flag of a setting: its value when given, `None` otherwise. The variable and the default are read in
- * {@link resolve}, by the setting's own `Config`; the fallback here only tells @effect/cli (and its help: "This option
- * can be set from environment variables") that the flag may be left out.
- */
-const flag = (
-  of: { readonly flag: string; readonly variable: string },
-  make: (name: string) => Options.Options<number>,
-  description: (env: string) => string
-): Options.Options<Option.Option<number>> =>
-  make(of.flag).pipe(
-    Options.map(Option.some),
-    Options.withFallbackConfig(Config.succeed(Option.none<number>())),
-    Options.withDescription(description(`env ${of.variable}`))
-  )
-
-/**
- * A flag in front of a fleet variable: its value when given, `None` otherwise. The variable is read in
- * {@link resolve}, by the fleet's own `Config`; the fallback here, never found, only tells @effect/cli (and its
- * help: "This option can be set from environment variables") that the option has a variable.
- */
-const fleetFlag = (name: string, description: string): Options.Options<Option.Option<string>> =>
-  Options.text(name).pipe(
-    Options.withFallbackConfig(
-      Config.mapOrFail(
-        Config.succeed(undefined),
-        () => Either.left(ConfigError.MissingData([], "read by Settings.resolve"))
-      )
-    ),
-    Options.optional,
-    Options.withDescription(description)
-  )
 
 /**
  * The command-line options of `chat` and `repl`.
@@ -463,163 +327,6 @@ export type Parsed = {
 }
 
 const fail = (detail: string) => Effect.fail(new UsageError({ detail }))
-
-/** `read` with a `ConfigProvider` of the flags the user gave (`given`, by variable) in front of the environment's. */
-const overFlags = <A, E, R>(
-  given: Map<string, string>,
-  read: (provider: ConfigProvider.ConfigProvider) => Effect.Effect<A, E, R>
-) =>
-  Effect.configProviderWith((environment) =>
-    read(ConfigProvider.orElse(ConfigProvider.fromMap(given), () => environment))
-  )
-
-/**
- * The fleet of `--fleet` and `--fleet-name` (or their variables), with the budget and the call timeout of the
- * fleet's variables: `FleetOptions`' Configs over the flags, in front of the environment.
- */
-const resolveFleet = (
-  parsed: Parsed,
-  baseUrl: string,
-  apiKey: Redacted.Redacted<string>
-): Effect.Effect<FleetOptions.Options | undefined, UsageError> => {
-  const given = new Map<string, string>()
-  if (Option.isSome(parsed.fleet)) given.set(FleetOptions.urlVariable, parsed.fleet.value)
-  if (Option.isSome(parsed.fleetName)) given.set(FleetOptions.nameVariable, parsed.fleetName.value)
-  return overFlags(given, (provider) => {
-    // A bad URL or name under its flag, whichever gave it; any other problem as Effect writes it, as the
-    // environment alone would have failed (without the flags' map missing the variable).
-    const read = <A>(config: Config.Config<A>, flag?: string) =>
-      Effect.mapError(Effect.withConfigProvider(config, provider), (error) => {
-        const found = problems(error)
-        const first = found[0]
-        return new UsageError({
-          detail: first === undefined
-            ? String(error)
-            : flag !== undefined && first._op === "InvalidData"
-            ? `${flag} ${first.message}`
-            : found.map(String).join(" and ")
-        })
-      })
-    return Effect.gen(function*() {
-      const url = yield* read(Config.option(FleetOptions.urlConfig), "--fleet")
-      if (Option.isNone(url)) {
-        const name = yield* read(Config.option(Config.string(FleetOptions.nameVariable)))
-        return Option.isSome(name)
-          ? yield* fail(
-            `--fleet-name needs a fleet: pass --fleet redis://HOST:PORT/DB or set ${FleetOptions.urlVariable}`
-          )
-          : undefined
-      }
-      const name = yield* read(FleetOptions.nameConfig(FleetAddress.defaultName(baseUrl, apiKey)), "--fleet-name")
-      const budget = yield* read(RetryBudget.config)
-      const timeout = yield* read(FleetOptions.timeoutConfig)
-      return { url: url.value, name, budget, timeout }
-    })
-  })
-}
-
-/** What {@link resolve} reads with the owners' Configs, whole: `Policy.config` also checks the base against the max. */
-const ownedConfig = Config.all({
-  budget: Budget.config,
-  policy: Policy.config,
-  firstByteTimeout: ProviderOptions.firstByteTimeoutConfig,
-  idleTimeout: ProviderOptions.idleTimeoutConfig,
-  firstTokenTimeout: ProviderOptions.firstTokenTimeoutConfig,
-  routeAttempts: Fallback.routeAttemptsConfig,
-  contextWindow: Fallback.contextWindowConfig,
-  circuit: Circuit.config,
-  maxReplyBytes: ProviderOptions.maxReplyBytesConfig,
-  streamUsage: ProviderOptions.streamUsageConfig,
-  background: backgroundConfig
-})
-
-/**
- * A flag's value as its owner's Config reads it: a number in decimal notation (`String` writes `1e+21` and `1e-7`, which
- * `Range.number` refuses, for values given in digits).
- */
-const asText = (value: number | boolean): string =>
-  typeof value === "number"
-    ? value.toLocaleString("en-US", { useGrouping: false, maximumFractionDigits: 20 })
-    : String(value)
-
-/**
- * The owned settings, each from its flag when given, else from its variable, else its default: the owners' Configs
- * read over the flags as a `ConfigProvider`, in front of the environment's.
- */
-const readOwned = (parsed: Parsed) => {
-  const given = new Map<string, string>()
-  for (const [key, of] of Object.entries(owned)) {
-    const value: Option.Option<number | boolean> = parsed[key as keyof typeof owned]
-    if (Option.isSome(value)) given.set(of.variable, asText(value.value))
-  }
-  return overFlags(given, (provider) =>
-    Effect.withConfigProvider(ownedConfig, provider).pipe(
-      Effect.catchAll((error) =>
-        Effect.flatMap(describe(error, given, provider), (detail) => Effect.fail(new UsageError({ detail })))
-      )
-    ))
-}
-
-const ownedList: ReadonlyArray<Owned> = Object.values(owned)
-
-/** The problems in a `ConfigError`: its invalid values (a missing one is only the flags' map not having it). */
-const problems = (error: ConfigError.ConfigError): ReadonlyArray<ConfigError.ConfigError> =>
-  ConfigError.reduceWithContext(error, undefined, {
-    andCase: (_, left, right) => [...left, ...right],
-    orCase: (_, left, right) => [...left, ...right],
-    invalidDataCase: (_, path, message) => [ConfigError.InvalidData(path, message)],
-    missingDataCase: () => [],
-    sourceUnavailableCase: (_, path, message, cause) => [ConfigError.SourceUnavailable(path, message, cause)],
-    unsupportedCase: (_, path, message) => [ConfigError.Unsupported(path, message)]
-  })
-
-/**
- * The message for a failure of the owned settings, naming what the user gave: a flag as a flag, with its value; a
- * variable as Effect writes a `ConfigError` (what `Budget.layerConfig` fails with too); and in the message of a rule
- * between settings (a `ConfigError` without a path, naming their variables), each setting as it was given.
- */
-const describe = (
-  error: ConfigError.ConfigError,
-  given: ReadonlyMap<string, string>,
-  provider: ConfigProvider.ConfigProvider
-): Effect.Effect<string> => {
-  const found = problems(error)
-  if (found.length === 0) return Effect.succeed(String(error))
-  return Effect.map(
-    Effect.forEach(found, (problem) => {
-      if (problem._op !== "InvalidData") return Effect.succeed(String(problem))
-      if (problem.path.length === 0) return namedIn(problem.message, given, provider)
-      const of = ownedList.find((of) => problem.path.length === 1 && of.variable === problem.path[0])
-      const flagValue = of === undefined ? undefined : given.get(of.variable)
-      return Effect.succeed(
-        of !== undefined && flagValue !== undefined
-          ? `--${of.flag} ${problem.message}, got ${flagValue}`
-          : String(problem)
-      )
-    }),
-    (lines) => lines.join("; ")
-  )
-}
-
-/** `message` with each owned variable it names replaced by the setting as given: `--backoff-base (20)`. */
-const namedIn = (message: string, given: ReadonlyMap<string, string>, provider: ConfigProvider.ConfigProvider) =>
-  Effect.reduce(ownedList, message, (line, of) => {
-    const name = new RegExp(`\\b${of.variable}\\b`, "g")
-    return line.search(name) < 0
-      ? Effect.succeed(line)
-      : Effect.map(named(of, given, provider), (label) => line.replace(name, () => label))
-  })
-
-/** A setting as the user gave it, with its value: `--backoff-base (20)`, `REPRISE_BACKOFF_BASE (20)`. */
-const named = (of: Owned, given: ReadonlyMap<string, string>, provider: ConfigProvider.ConfigProvider) =>
-  Effect.gen(function*() {
-    const flagValue = given.get(of.variable)
-    if (flagValue !== undefined) return `--${of.flag} (${flagValue})`
-    const value = yield* Effect.option(Effect.withConfigProvider(of.current, provider))
-    const set = yield* Effect.option(Effect.withConfigProvider(Config.string(of.variable), provider))
-    // a setting left at its default is named by its flag, the way to change it
-    return `${Option.isSome(set) ? of.variable : `--${of.flag}`} (${Option.getOrElse(value, () => "?")})`
-  })
 
 /**
  * Reads the owned settings (see the module's doc), resolves the base URL and the key, and returns the settings of a
