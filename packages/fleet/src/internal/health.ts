@@ -42,7 +42,7 @@ export interface Health {
    * marks the store unavailable.
    */
   readonly call: Circuits.Call
-  /** Whether the store answered the last call. */
+  /** Whether the store is taken to be up: its last call was answered (before any, its first connection was made). */
   readonly up: Effect.Effect<boolean>
   /** A call sent without a fiber of its own failed with `detail`: the store is unavailable from now on. */
   readonly lost: (detail: string) => void
