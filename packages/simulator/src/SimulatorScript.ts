@@ -31,8 +31,9 @@
  *
  * @since 0.1.0
  */
-import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Rules from "./internal/scriptRules.js"
+import { Count, HttpStatus, Millis, MillisOrZero, oneOf, Positive } from "./internal/scriptValues.js"
 
 // -----------------------------------------------------------------------------
 // routes
@@ -70,50 +71,6 @@ export const routes: ReadonlyArray<Route> = Route.literals
 // -----------------------------------------------------------------------------
 // building blocks
 // -----------------------------------------------------------------------------
-
-const actual = (issue: ParseResult.ParseIssue): string => {
-  if (!("actual" in issue)) return ""
-  try {
-    return `, actual ${JSON.stringify(issue.actual)}`
-  } catch {
-    return ""
-  }
-}
-
-/** One of several strings, reported as one issue (`Expected "a" | "b", actual "c"`) rather than one per string. */
-const oneOf = <const Values extends ReadonlyArray<string>>(...values: Values) =>
-  Schema.Literal(...values).annotations({
-    message: (issue) => ({
-      message: `Expected ${values.map((v) => JSON.stringify(v)).join(" | ")}${actual(issue)}`,
-      override: true
-    })
-  })
-
-const Count = Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({
-  identifier: "Count",
-  message: (issue) => ({ message: `Expected a non-negative integer${actual(issue)}`, override: true })
-})
-
-const Positive = Schema.Int.pipe(Schema.greaterThanOrEqualTo(1)).annotations({
-  identifier: "PositiveInt",
-  message: (issue) => ({ message: `Expected an integer of at least 1${actual(issue)}`, override: true })
-})
-
-/** Every timer in a script is bounded: at most ten minutes. */
-const Millis = Schema.Int.pipe(Schema.between(1, 600_000)).annotations({
-  identifier: "Millis",
-  message: (issue) => ({
-    message: `Expected a whole number of milliseconds between 1 and 600000${actual(issue)}`,
-    override: true
-  })
-})
-
-const HttpStatus = Schema.Int.pipe(Schema.between(200, 599)).annotations({
-  message: (issue) => ({
-    message: `Expected an HTTP status: an integer between 200 and 599${actual(issue)}`,
-    override: true
-  })
-})
 
 /**
  * HTTP headers as a record of names to values. Names are case-insensitive and sent lower-cased.
@@ -188,13 +145,7 @@ export const Usage = Schema.Struct({
   outputTokens: Count,
   cacheReadTokens: Schema.optional(Count),
   cacheWriteTokens: Schema.optional(Count)
-}).pipe(
-  Schema.filter((usage) =>
-    (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0) <= usage.inputTokens
-      ? undefined
-      : "cacheReadTokens and cacheWriteTokens are parts of inputTokens: together at most inputTokens"
-  )
-).annotations({ identifier: "Usage" })
+}).pipe(Schema.filter(Rules.cacheWithinInput)).annotations({ identifier: "Usage" })
 
 /**
  * @since 0.1.0
@@ -250,17 +201,7 @@ export const Reply = Schema.Struct({
   fixture: Schema.optional(Schema.NonEmptyString),
   format: Schema.optional(oneOf("wire", "chunks")),
   ...generatedFields
-}).pipe(
-  Schema.filter((reply) => {
-    if (reply.fixture === undefined) return reply.format === undefined ? undefined : "format needs a fixture"
-    const generated = Object.keys(generatedFields).filter((key) =>
-      (reply as Record<string, unknown>)[key] !== undefined
-    )
-    return generated.length === 0
-      ? undefined
-      : `a reply comes from a fixture or is generated, not both: remove ${generated.join(", ")} or fixture`
-  })
-).annotations({ identifier: "Reply" })
+}).pipe(Schema.filter(Rules.oneSource(Object.keys(generatedFields)))).annotations({ identifier: "Reply" })
 
 /**
  * @since 0.1.0
@@ -300,11 +241,7 @@ export const Pace = Schema.Struct({
   everyMs: Millis,
   bytes: Schema.optional(Positive),
   events: Schema.optional(Positive)
-}).pipe(
-  Schema.filter((pace) =>
-    pace.bytes !== undefined && pace.events !== undefined ? "give either bytes or events, not both" : undefined
-  )
-).annotations({ identifier: "Pace" })
+}).pipe(Schema.filter(Rules.bytesOrEvents)).annotations({ identifier: "Pace" })
 
 /**
  * @since 0.1.0
@@ -338,21 +275,6 @@ const cut = {
   afterTokens: Schema.optional(Count)
 }
 
-const oneCut = <
-  A extends {
-    readonly afterBytes?: number | undefined
-    readonly afterEvents?: number | undefined
-    readonly afterTokens?: number | undefined
-  }
->(step: A) => {
-  const given = (["afterBytes", "afterEvents", "afterTokens"] as const).filter((key) => step[key] !== undefined)
-  return given.length === 2
-    ? `give either ${given[0]} or ${given[1]}, not both`
-    : given.length > 2
-    ? "give one of afterBytes, afterEvents or afterTokens"
-    : undefined
-}
-
 /**
  * The whole reply, terminal event included.
  *
@@ -372,7 +294,7 @@ export const StreamStep = Schema.Struct({ kind: Schema.Literal("stream"), ...com
  * @category steps
  */
 export const ResetStep = Schema.Struct({ kind: Schema.Literal("reset"), ...common, ...cut }).pipe(
-  Schema.filter(oneCut)
+  Schema.filter(Rules.oneCut)
 ).annotations({ identifier: "ResetStep" })
 
 /**
@@ -383,8 +305,9 @@ export const ResetStep = Schema.Struct({ kind: Schema.Literal("reset"), ...commo
  * @since 0.1.0
  * @category steps
  */
-export const EofStep = Schema.Struct({ kind: Schema.Literal("eof"), ...common, ...cut }).pipe(Schema.filter(oneCut))
-  .annotations({ identifier: "EofStep" })
+export const EofStep = Schema.Struct({ kind: Schema.Literal("eof"), ...common, ...cut }).pipe(
+  Schema.filter(Rules.oneCut)
+).annotations({ identifier: "EofStep" })
 
 /**
  * The server stops sending. Without `afterBytes`/`afterEvents`/`afterTokens` it stalls before the status line
@@ -404,7 +327,7 @@ export const StallStep = Schema.Struct({
   keepaliveMs: Schema.optional(Millis),
   durationMs: Schema.optional(Millis),
   then: Schema.optional(oneOf("resume", "reset", "eof"))
-}).pipe(Schema.filter(oneCut)).annotations({ identifier: "StallStep" })
+}).pipe(Schema.filter(Rules.oneCut)).annotations({ identifier: "StallStep" })
 
 /**
  * An in-band error event after `afterEvents` events of the reply (default: half the events before the terminal,
@@ -440,11 +363,7 @@ export const StatusStep = Schema.Struct({
   error: Schema.optional(ErrorObject),
   forMs: common.forMs,
   comment: Schema.optional(Schema.String)
-}).pipe(
-  Schema.filter((step) =>
-    step.body !== undefined && step.error !== undefined ? "give either body or error, not both" : undefined
-  )
-).annotations({ identifier: "StatusStep" })
+}).pipe(Schema.filter(Rules.bodyOrError)).annotations({ identifier: "StatusStep" })
 
 /**
  * The reply up to the middle of a tool call's arguments, then a clean end of the body: the arguments are never
@@ -476,11 +395,7 @@ export const DripStep = Schema.Struct({
   everyMs: Millis,
   bytes: Schema.optional(Positive),
   events: Schema.optional(Positive)
-}).pipe(
-  Schema.filter((step) =>
-    step.bytes !== undefined && step.events !== undefined ? "give either bytes or events, not both" : undefined
-  )
-).annotations({ identifier: "DripStep" })
+}).pipe(Schema.filter(Rules.bytesOrEvents)).annotations({ identifier: "DripStep" })
 
 /**
  * Status and headers at once, then the first content token only after `delayMs` milliseconds (with `keepaliveMs`,
@@ -510,7 +425,7 @@ export const MalformedStep = Schema.Struct({
   ...common,
   afterEvents: Schema.optional(Count),
   /** One line: a line break would end the `data:` field. */
-  data: Schema.optional(Schema.String.pipe(Schema.filter((data) => !/[\r\n]/.test(data) || "Expected one line")))
+  data: Schema.optional(Schema.String.pipe(Schema.filter(Rules.oneLine)))
 }).annotations({ identifier: "MalformedStep" })
 
 /**
@@ -581,17 +496,7 @@ export const ResumeScript = Schema.Struct({
   steps: Schema.optional(Schema.Array(Step)),
   afterLast: Schema.optional(oneOf("reply", "repeat-last")),
   comment: Schema.optional(Schema.String)
-}).pipe(
-  Schema.filter((resume) => {
-    const named = (resume.steps ?? []).findIndex((step) => "reply" in step && step.reply !== undefined)
-    return named === -1
-      ? undefined
-      : {
-        path: ["steps", named, "reply"],
-        message: "a resume serves the stored response: a resume step names no reply"
-      }
-  })
-).annotations({ identifier: "ResumeScript" })
+}).pipe(Schema.filter(Rules.resumeNamesNoReply)).annotations({ identifier: "ResumeScript" })
 
 /**
  * @since 0.1.0
@@ -616,14 +521,7 @@ export interface ResumeScript extends Schema.Schema.Type<typeof ResumeScript> {}
  */
 export const BackgroundOptions = Schema.Struct({
   inProgressPolls: Schema.optional(Count),
-  streamForMs: Schema.optional(
-    Schema.Int.pipe(Schema.between(0, 600_000)).annotations({
-      message: (issue) => ({
-        message: `Expected a whole number of milliseconds between 0 and 600000${actual(issue)}`,
-        override: true
-      })
-    })
-  ),
+  streamForMs: Schema.optional(MillisOrZero),
   comment: Schema.optional(Schema.String)
 }).annotations({ identifier: "BackgroundOptions" })
 
@@ -732,20 +630,7 @@ export const Script = Schema.Struct({
       "openai-responses": Schema.optional(RouteScript),
       anthropic: Schema.optional(RouteScript),
       subscription: Schema.optional(RouteScript)
-    }).pipe(
-      Schema.filter((routes) => {
-        // Background responses are a Responses API feature; the ChatGPT backend (subscription) has none.
-        for (const route of ["openai-chat", "anthropic", "subscription"] as const) {
-          const script = routes[route]
-          for (const field of ["resume", "background"] as const) {
-            if (script?.[field] !== undefined) {
-              return { path: [route, field], message: `only the openai-responses route has background responses` }
-            }
-          }
-        }
-        return undefined
-      })
-    ).annotations({ identifier: "Routes" })
+    }).pipe(Schema.filter(Rules.backgroundOnlyOnResponses)).annotations({ identifier: "Routes" })
   ),
   /** Scripts by model name: see {@link ModelScript}. */
   models: Schema.optional(Schema.Record({ key: Schema.String, value: ModelScript })),

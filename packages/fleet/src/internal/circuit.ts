@@ -1,6 +1,7 @@
 /**
- * The fleet's circuits: `Circuit.Service` over the scripts of `circuitScripts`, run by the fleet's connection (its
- * timeout, its outage reports), with a circuit of the process's own in memory for when Redis does not answer.
+ * The fleet's circuits: `Circuit.Service` over the scripts of `circuitScripts`, run by the fleet's calls
+ * (`health`: their timeout, their outage reports), with a circuit of the process's own in memory for when Redis does
+ * not answer.
  *
  * The memory circuit is told of every outcome (`failed`, `succeeded`) while Redis answers too, so the circuits it
  * answers with during an outage know what this process saw; `admit` and `state` ask it only when Redis does not

@@ -149,3 +149,13 @@ return {now[1], now[2], set}
  * @internal
  */
 export const all: ReadonlyArray<Script> = [deposit, withdraw, paused, pushback]
+
+/**
+ * The fleet's keys a script of its budget or its pause is given, in order (a circuit's script is given its route's).
+ *
+ * @internal
+ */
+export const fleetKeys = (
+  script: Script,
+  keys: { readonly budget: string; readonly pause: string }
+): ReadonlyArray<string> => script.keys.map((key) => key === "budget" ? keys.budget : keys.pause)
