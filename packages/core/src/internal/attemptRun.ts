@@ -30,9 +30,10 @@ import * as Telemetry from "../RecoveryTelemetry.js"
 import type * as Resumption from "../Resumption.js"
 import * as TransportError from "../TransportError.js"
 import { Accumulator } from "./attempt.js"
+import { pushback, resend } from "./fleetChecks.js"
 import type { Hooks, Open } from "./recovery.js"
 import type { ReplyRun } from "./replyRun.js"
-import type { RouteRun } from "./routeRun.js"
+import { ended, nextRoute, routeFailed, type RouteRun } from "./routeRun.js"
 import { entryAttributes, region, replyAttributes } from "./spans.js"
 
 type RecoveryError = RecoveryErrorFamily.RecoveryError
@@ -113,7 +114,7 @@ export class AttemptRun<RH> {
    */
   readonly sends: Budget.Sends = {
     reserve: Effect.suspend(() =>
-      this.attempt === undefined ? this.start() : Effect.zipRight(this.reply.resend(), this.reply.allowance.reserve)
+      this.attempt === undefined ? this.start() : Effect.zipRight(resend(this.reply), this.reply.allowance.reserve)
     )
   }
 
@@ -412,7 +413,7 @@ export class AttemptRun<RH> {
       if (Budget.isBudgetExhausted(error)) return stop(reply.budgetStop(error))
       if (HookError.isHookError(error)) return stop(reply.surface(error))
       // Server pushback concerns every process on the key, whatever becomes of this failure.
-      yield* reply.pushback(error, failedAt)
+      yield* pushback(reply, error, failedAt)
 
       const verdict = Classification.classify(error)
       yield* Effect.annotateCurrentSpan(A.retryable, verdict._tag !== "Permanent")
@@ -422,8 +423,8 @@ export class AttemptRun<RH> {
           ...(replayBlocked === undefined ? {} : { replayBlocked })
         })
       const surfaced = (replayBlocked?: TransportError.ReplayBlocked) =>
-        stop(reply.surface(reply.ended(faceted(replayBlocked))))
-      const leave = yield* reply.routeFailed(faceted(), verdict)
+        stop(reply.surface(ended(reply, faceted(replayBlocked))))
+      const leave = yield* routeFailed(reply, faceted(), verdict)
       if (!reply.replay) {
         if (verdict._tag !== "Permanent" || leave !== undefined) {
           yield* Effect.annotateCurrentSpan(A.replayBlocked, "Disabled")
@@ -434,7 +435,7 @@ export class AttemptRun<RH> {
         yield* Effect.annotateCurrentSpan(A.replayBlocked, "ExternalEffects")
         return surfaced("ExternalEffects")
       }
-      const to = leave === undefined ? undefined : reply.nextRoute(leave)
+      const to = leave === undefined ? undefined : nextRoute(reply, leave)
       // a route left with nowhere to go ends the reply, as a failure that is not replayed does
       if ((leave !== undefined && to === undefined) || (leave === undefined && verdict._tag === "Permanent")) {
         return surfaced()

@@ -4,8 +4,9 @@
  * continue or stop).
  *
  * This module holds the engine's entry points and the types `Recovery` builds on. A reply's run is `ReplyRun`
- * (`replyRun.ts`), a route as the reply follows it `RouteRun` (`routeRun.ts`), one attempt `AttemptRun`
- * (`attemptRun.ts`); `spans.ts` holds the regions they run in and the facts on their spans.
+ * (`replyRun.ts`), one attempt `AttemptRun` (`attemptRun.ts`); the routes of a plan as a reply follows them are in
+ * `routeRun.ts`, the reply's part in the fleet's limits in `fleetChecks.ts`, the wait before the next attempt in
+ * `wait.ts`, and the regions the reply and its attempts run in, with the facts on their spans, in `spans.ts`.
  *
  * @internal
  */

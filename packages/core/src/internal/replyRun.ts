@@ -1,7 +1,8 @@
 /**
- * The run of one reply: its settings read once, its routes and their circuits, the fleet's checks before a send, the
- * attempts in turn and what comes between them (the wait, the discard, a continuation, the cancel of a response left
- * behind), the ledger's entries, and how recovery ends (committed, surfaced or exhausted).
+ * The run of one reply: its settings read once, the attempts in turn and what comes between them (the wait, the
+ * discard, a continuation, the cancel of a response left behind), the ledger's entries, and how recovery ends
+ * (committed, surfaced or exhausted). It follows its plan's routes through `routeRun.ts` and the fleet's limits through
+ * `fleetChecks.ts`.
  *
  * @internal
  */
@@ -14,7 +15,7 @@ import * as Fiber from "effect/Fiber"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
-import * as Budget from "../Budget.js"
+import type * as Budget from "../Budget.js"
 import type * as Circuit from "../Circuit.js"
 import * as Classification from "../Classification.js"
 import * as FleetLimits from "../FleetLimits.js"
@@ -25,8 +26,7 @@ import type * as Pacing from "../Pacing.js"
 import * as Policy from "../Policy.js"
 import type * as Prices from "../Prices.js"
 import * as Provider from "../Provider.js"
-import * as ProviderFailure from "../ProviderFailure.js"
-import * as ProviderRejection from "../ProviderRejection.js"
+import type * as ProviderFailure from "../ProviderFailure.js"
 import * as RecoveryErrorFamily from "../RecoveryError.js"
 import * as RecoveryExhausted from "../RecoveryExhausted.js"
 import * as RecoveryNotifications from "../RecoveryNotifications.js"
@@ -36,10 +36,11 @@ import type * as Routes from "../Routes.js"
 import * as TransportError from "../TransportError.js"
 import type { Accumulator } from "./attempt.js"
 import { type AttemptError, AttemptRun, type Decision, type Pending } from "./attemptRun.js"
+import { fleetChecked, type FleetStop, pushback } from "./fleetChecks.js"
 import type { Open, Options } from "./recovery.js"
-import type { RouteRun } from "./routeRun.js"
+import { admitted, routeFailures, type RouteRun } from "./routeRun.js"
 import { attemptSpanExit, endSpan, ledgerAttributes, region, replyAttributes } from "./spans.js"
-import { leftOf, waitFrom } from "./wait.js"
+import { waitFrom } from "./wait.js"
 
 type RecoveryError = RecoveryErrorFamily.RecoveryError
 
@@ -48,12 +49,6 @@ const N = RecoveryNotifications.Notification
 
 /** A cancel of a response left behind waits at most this long for the server's answer. */
 const cancelBound = Duration.seconds(2)
-
-/** The end of a failed attempt's run decided by the fleet, for a resend inside an attempt that it refused. */
-interface FleetStop {
-  readonly reason: RecoveryExhausted.Reason
-  readonly retryAfter?: Duration.Duration
-}
 
 /**
  * One reply's state: its settings read once, the errors of its failed attempts, the backoff's schedule, and the
@@ -171,31 +166,10 @@ export class ReplyRun<RH> implements Resumption.Service {
       this.pacing.admit,
       Effect.flatMap(Effect.suspend(() => this.attempt()), (decision) => this.after(decision))
     )
-    const sent = this.fleet === FleetLimits.unlimited ? attempt : Effect.suspend(() => this.fleetChecked(attempt))
+    const sent = this.fleet === FleetLimits.unlimited ? attempt : Effect.suspend(() => fleetChecked(this, attempt))
     return this.circuit === undefined
       ? sent
-      : Effect.flatMap(Effect.suspend(() => this.admitted()), (stop) => stop === undefined ? sent : stop)
-  }
-
-  /**
-   * The fleet's part before a send: a reply's first attempt credits the fleet's budget (a replay was debited before its
-   * backoff), and a send to the primary route waits out a pause the fleet is in. The fleet's pause is the primary's: it
-   * is set by the primary's pushback, and another route of a plan does not share it.
-   */
-  fleetChecked(attempt: Effect.Effect<Generation.Reply, RecoveryError, RH>) {
-    const primary = this.current === 0
-    const pause = this.attemptsOfReply === 0
-      ? this.fleet.deposit
-      : primary
-      ? this.fleet.paused
-      : Effect.succeed(Option.none<FleetLimits.Pause>())
-    return Effect.flatMap(
-      Effect.flatMap(pause, (pause) => primary ? this.waitForFleet(pause) : Effect.succeed(Option.none())),
-      (beyond) =>
-        Option.isSome(beyond)
-          ? Effect.zipRight(this.abandon(), this.exhausted("RetryAfterBeyondDeadline", beyond.value))
-          : attempt
-    )
+      : Effect.flatMap(Effect.suspend(() => admitted(this)), (stop) => stop === undefined ? sent : stop)
   }
 
   /** What follows an attempt's decision: the reply, the end, or the wait and the next attempt. */
@@ -244,136 +218,6 @@ export class ReplyRun<RH> implements Resumption.Service {
     )
   }
 
-  /**
-   * The circuit of the route the next attempt goes to, asked first: a route whose circuit is open is skipped without a
-   * send (`RouteSwitched` with `CircuitOpen`), for the next one. Returns the end of the reply when no route is left.
-   */
-  admitted(): Effect.Effect<Effect.Effect<never, RecoveryError> | undefined> {
-    const self = this
-    return Effect.gen(function*() {
-      const { allowance, routes } = self
-      while (true) {
-        const route = routes[self.current]!
-        const admission = yield* self.circuit!.admit(route.planned!.key)
-        if (admission._tag === "Probe") self.probe = { key: route.planned!.key, lease: admission.lease }
-        if (admission._tag !== "Open") return undefined
-        route.visited = true
-        route.last = { message: `circuit open (probe in ${Duration.format(admission.retryIn)})` }
-        const to = self.current + 1
-        if (to >= routes.length) return self.routesEnded()
-        const now = yield* Clock.currentTimeNanos
-        // no route is switched to past the deadline, as no attempt is started past it
-        if (now >= allowance.deadlineAt) return self.exhausted("Deadline")
-        yield* self.notify(N.RouteSwitched({
-          from: route.planned!.ref,
-          to: routes[to]!.planned!.ref,
-          reason: "CircuitOpen",
-          nextAttempt: (yield* allowance.used) + 1,
-          remainingAttempts: yield* allowance.remainingAttempts,
-          remainingTime: Duration.nanos(allowance.deadlineAt - now)
-        }))
-        yield* Metric.increment(self.meters.switches("CircuitOpen"))
-        self.current = to
-      }
-    })
-  }
-
-  /**
-   * The end of a reply whose routes are all left: the first failure a route sent (the primary's when it sent), with
-   * every route's last failure; when no route sent, `RecoveryExhausted{reason: "CircuitOpen"}`.
-   */
-  routesEnded(): Effect.Effect<never, RecoveryError> {
-    const first = this.routes.find((route) => route.last?.error !== undefined)?.last?.error
-    return first === undefined ? this.exhausted("CircuitOpen") : this.surface(this.withRoutes(first))
-  }
-
-  /**
-   * The error a reply that ends on `error` fails with: `error` itself, or, once the reply has left a route, the first
-   * failure a route sent (the primary's), with each route's last failure.
-   */
-  ended(error: ProviderFailure.ProviderFailure): ProviderFailure.ProviderFailure {
-    if (this.routes.length < 2) return error
-    const route = this.routes[this.current]!
-    route.last = { message: error.message, error }
-    return this.withRoutes(this.routes.find((route) => route.last?.error !== undefined)?.last?.error ?? error)
-  }
-
-  /** `error` with each route's last failure, when the plan has more than one route. */
-  withRoutes<F extends ProviderFailure.ProviderFailure>(error: F): F {
-    const routeFailures = this.routeFailures()
-    return routeFailures === undefined ? error : ProviderFailure.copyWith<F>(error, { routeFailures } as Partial<F>)
-  }
-
-  routeFailures(): ReadonlyArray<Routes.RouteFailure> | undefined {
-    if (this.routes.length < 2) return undefined
-    return this.routes.filter((route) => route.visited).map((route) => ({
-      route: route.planned!.ref.index,
-      name: route.planned!.ref.name,
-      model: route.planned!.ref.model,
-      message: route.last?.message ?? "not tried",
-      ...(route.last?.error === undefined ? {} : { error: route.last.error })
-    }))
-  }
-
-  /**
-   * A failure of the current route, seen by its circuit and counted: whether the route is left, and why. A transient
-   * failure leaves a route only while a later one remains; the rest leave it whatever follows (and end the reply when
-   * nothing does).
-   */
-  routeFailed(
-    error: ProviderFailure.ProviderFailure,
-    verdict: Classification.Classification
-  ): Effect.Effect<Routes.SwitchReason | undefined> {
-    const self = this
-    return Effect.gen(function*() {
-      const route = self.routes[self.current]!
-      route.last = { message: error.message, error }
-      const retryable = verdict._tag === "Retryable"
-      let circuit: Circuit.State = "closed"
-      if (self.circuit !== undefined) {
-        const key = route.planned!.key
-        // the server answered a rejection of the request: it is up
-        if (retryable) circuit = yield* self.circuit.failed(key)
-        else yield* self.circuit.succeeded(key)
-        self.reported(key)
-      }
-      if (TransportError.isTransportError(error) && error.reason === "MalformedChunk" && ++route.malformed >= 2) {
-        return "MalformedChunk"
-      }
-      if (retryable) {
-        if (self.current === self.routes.length - 1) return undefined
-        if (circuit === "open" || route.sends >= route.limit) return "Transient"
-        if (TransportError.isTransportError(error) && error.reason === "Timeout") return "Timeout"
-        return undefined
-      }
-      if (ProviderRejection.isProviderRejection(error)) {
-        switch (error.reason) {
-          case "Authentication":
-          case "Permission":
-          case "NotFound":
-          case "Quota":
-            return "Rejected"
-          case "ContextOverflow":
-            return "ContextOverflow"
-        }
-      }
-      return undefined
-    })
-  }
-
-  /** The route a reply goes to when it leaves the current one for `reason`; undefined when there is none. */
-  nextRoute(reason: Routes.SwitchReason): number | undefined {
-    const { current, routes } = this
-    if (reason !== "ContextOverflow") return current + 1 < routes.length ? current + 1 : undefined
-    // an overflow goes to the next route that declares a larger window than the one that overflowed
-    const window = routes[current]!.planned?.route.contextWindow ?? 0
-    for (let i = current + 1; i < routes.length; i++) {
-      const larger = routes[i]!.planned?.route.contextWindow
-      if (larger !== undefined && larger > window) return i
-    }
-    return undefined
-  }
-
   /** Recovery ends with `reason`; `retryAfter` for `RetryAfterBeyondDeadline`, `nextDelay` for a wait past the deadline. */
   exhausted(
     reason: RecoveryExhausted.Reason,
@@ -383,7 +227,7 @@ export class ReplyRun<RH> implements Resumption.Service {
     const self = this
     return Effect.gen(function*() {
       const { allowance, errors, lastShown } = self
-      const routeFailures = self.routeFailures()
+      const failures = routeFailures(self)
       const error = new RecoveryExhausted.RecoveryExhausted({
         reason,
         attempts: yield* allowance.used,
@@ -394,7 +238,7 @@ export class ReplyRun<RH> implements Resumption.Service {
         ...(retryAfter === undefined ? {} : { retryAfter }),
         ...(nextDelay === undefined ? {} : { nextDelay }),
         ...(lastShown === undefined ? {} : { partialOutputChars: lastShown }),
-        ...(routeFailures === undefined ? {} : { routeFailures })
+        ...(failures === undefined ? {} : { routeFailures: failures })
       })
       const ledger = self.ledger()
       yield* self.notify(N.Exhausted({ error, ledger }))
@@ -429,63 +273,6 @@ export class ReplyRun<RH> implements Resumption.Service {
         [A.errorClass]: Telemetry.errorClass(error)
       })
       return yield* Effect.fail(error)
-    })
-  }
-
-  /**
-   * Waits out the fleet's pause, announcing each wait, before the next send. Returns the pause left when it would end
-   * past the deadline (nothing is waited then).
-   */
-  waitForFleet(first: Option.Option<FleetLimits.Pause>): Effect.Effect<Option.Option<Duration.Duration>> {
-    const self = this
-    return Effect.gen(function*() {
-      const { allowance, fleet } = self
-      let pause = first
-      while (Option.isSome(pause)) {
-        const { remaining, status } = pause.value
-        const now = yield* Clock.currentTimeNanos
-        const nanos = Option.getOrElse(Duration.toNanos(remaining), () => allowance.deadlineAt - now)
-        if (now + nanos >= allowance.deadlineAt) return Option.some(remaining)
-        yield* self.notify(N.FleetPaused({
-          attempt: (yield* allowance.used) + 1,
-          delay: remaining,
-          status,
-          remainingTime: Duration.nanos(allowance.deadlineAt - now)
-        }))
-        yield* Effect.sleep(remaining)
-        pause = yield* fleet.paused
-      }
-      return Option.none()
-    })
-  }
-
-  /**
-   * A Retry-After of the primary route pauses the fleet until it is over counted from the failure, as this reply's own
-   * wait is, so the pause ends with that wait.
-   */
-  pushback(error: AttemptError, failedAt: bigint): Effect.Effect<void> {
-    // only the primary's: the fleet's pause is the primary route's (see `fleetChecked`)
-    return this.current === 0 && TransportError.isTransportError(error) && error.retryAfter !== undefined
-      ? Effect.flatMap(
-        leftOf(error.retryAfter, failedAt),
-        (delay) => this.fleet.pushback(error.status === undefined ? { delay } : { delay, status: error.status })
-      )
-      : Effect.void
-  }
-
-  /** The fleet's checks for a resend inside an attempt (a capability fallback): a replay for the fleet. */
-  resend(): Effect.Effect<void, Budget.BudgetExhausted> {
-    const self = this
-    return Effect.gen(function*() {
-      if (self.fleet === FleetLimits.unlimited) return
-      const withdrawal = yield* self.fleet.withdraw
-      const beyond = withdrawal.allowed ? yield* self.waitForFleet(yield* self.fleet.paused) : Option.none()
-      if (withdrawal.allowed && Option.isNone(beyond)) return
-      self.fleetStop = Option.match(beyond, {
-        onNone: (): FleetStop => ({ reason: "FleetBudget" }),
-        onSome: (retryAfter): FleetStop => ({ reason: "RetryAfterBeyondDeadline", retryAfter })
-      })
-      return yield* Budget.deadlineReached(self.allowance)
     })
   }
 
@@ -646,7 +433,7 @@ export class ReplyRun<RH> implements Resumption.Service {
       if (Option.isNone(next)) return undefined
       const continuation = next.value
       const responseId = resumable.responseId()!
-      yield* self.pushback(error, failedAt)
+      yield* pushback(self, error, failedAt)
       yield* Effect.annotateCurrentSpan({
         ...Telemetry.failureAttributes(error),
         [A.retryable]: verdict._tag === "Retryable"
