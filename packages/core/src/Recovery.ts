@@ -24,7 +24,7 @@
  * - Interruption is cancellation: it aborts the attempt in flight or the wait, commits nothing and is never
  *   classified.
  *
- * The engine is `internal/recovery.ts`; docs/recovery.md and docs/architecture.md describe it.
+ * The engine is `internal/recovery.ts` and the modules it names; docs/recovery.md and docs/architecture.md describe it.
  *
  * @since 0.1.0
  */
