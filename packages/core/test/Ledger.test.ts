@@ -73,56 +73,26 @@ describe("Ledger.entry, the policy", () => {
     requestChars: 40
   }
   const reported = { inputTokens: 12, outputTokens: 7 }
+  const tokens = (input: number, output: number, cacheRead = 0, cacheWrite = 0): Ledger.Tokens => ({
+    input,
+    output,
+    cacheRead,
+    cacheWrite
+  })
   const cases: ReadonlyArray<
     readonly [string, Partial<Ledger.Observed>, Ledger.Verdict, Ledger.Tokens, Ledger.Source, Ledger.Source]
   > = [
-    [
-      "no response",
-      { phase: "none" },
-      "not-billed",
-      { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
-      "none",
-      "none"
-    ],
-    [
-      "an error status",
-      { phase: "headers", refused: true },
-      "not-billed",
-      {
-        input: 0,
-        output: 0,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
-      "none",
-      "none"
-    ],
+    ["no response", { phase: "none" }, "not-billed", tokens(0, 0), "none", "none"],
+    ["an error status", { phase: "headers", refused: true }, "not-billed", tokens(0, 0), "none", "none"],
     [
       "a stream cut before content",
       { phase: "headers", outputChars: 0 },
       "estimated",
-      {
-        input: 10,
-        output: 0,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
+      tokens(10, 0),
       "estimated",
       "estimated"
     ],
-    [
-      "a stream cut after content",
-      { phase: "content" },
-      "estimated",
-      {
-        input: 10,
-        output: 3,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
-      "estimated",
-      "estimated"
-    ],
+    ["a stream cut after content", { phase: "content" }, "estimated", tokens(10, 3), "estimated", "estimated"],
     [
       "a cut after the provider reported its input",
       {
@@ -130,7 +100,7 @@ describe("Ledger.entry, the policy", () => {
         startUsage: { inputTokens: 300, outputTokens: 1, cacheReadTokens: 200, cacheWriteTokens: 50 }
       },
       "estimated",
-      { input: 300, output: 3, cacheRead: 200, cacheWrite: 50 },
+      tokens(300, 3, 200, 50),
       "reported",
       "estimated"
     ],
@@ -138,12 +108,7 @@ describe("Ledger.entry, the policy", () => {
       "an in-band error after content",
       { phase: "content", refused: true },
       "estimated",
-      {
-        input: 10,
-        output: 3,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
+      tokens(10, 3),
       "estimated",
       "estimated"
     ],
@@ -151,12 +116,7 @@ describe("Ledger.entry, the policy", () => {
       "a terminal with usage",
       { phase: "terminal", outcome: "committed", usage: reported },
       "exact",
-      {
-        input: 12,
-        output: 7,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
+      tokens(12, 7),
       "reported",
       "reported"
     ],
@@ -164,34 +124,17 @@ describe("Ledger.entry, the policy", () => {
       "a terminal without usage",
       { phase: "terminal", outcome: "committed" },
       "estimated",
-      {
-        input: 10,
-        output: 3,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
+      tokens(10, 3),
       "estimated",
       "estimated"
     ],
-    [
-      "a continued response",
-      { phase: "content", outcome: "continued" },
-      "not-billed",
-      {
-        input: 0,
-        output: 0,
-        cacheRead: 0,
-        cacheWrite: 0
-      },
-      "none",
-      "none"
-    ]
+    ["a continued response", { phase: "content", outcome: "continued" }, "not-billed", tokens(0, 0), "none", "none"]
   ]
-  for (const [name, observed, verdict, tokens, input, output] of cases) {
+  for (const [name, observed, verdict, counts, input, output] of cases) {
     it(name, () => {
       const entry = Ledger.entry({ ...base, phase: "none", ...observed })
       assert.strictEqual(entry.verdict, verdict)
-      assert.deepStrictEqual(entry.tokens, tokens)
+      assert.deepStrictEqual(entry.tokens, counts)
       assert.strictEqual(entry.input, input)
       assert.strictEqual(entry.output, output)
     })

@@ -11,7 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { post, relay } from "./support.js"
 import {
-  firstEntry,
+  assertLedger,
   type Frame,
   frames,
   protocolFrames,
@@ -171,13 +171,7 @@ describe("Relay Anthropic: reset", () => {
         assert.strictEqual(named[3]!.attempts, 2)
         assert.strictEqual(named[3]!.model, model)
         // the ledger: the rollback's entry, and every attempt's on the commit, the committed one exact
-        assert.deepStrictEqual([rollback.entry.phase, rollback.entry.verdict], firstEntry[model])
-        assert.deepStrictEqual(
-          named[3]!.ledger.entries.map((e: { outcome: string; verdict: string }) => [e.outcome, e.verdict]),
-          [["discarded", firstEntry[model][1]], ["committed", "exact"]]
-        )
-        assert.deepStrictEqual(named[3]!.ledger.entries[0], rollback.entry)
-        assert.strictEqual(named[3]!.ledger.committed.tokens.output, named[3]!.usage.output_tokens)
+        assertLedger(model, rollback, named[3]!)
 
         const all = frames(r.text)
         const at = (event: string) => all.findIndex((f) => f.event === event)

@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Effect } from "effect"
 import { chat, content, events, post, relay, UPSTREAM_KEY } from "./support.js"
-import { firstEntry } from "./support/relayFaults.js"
+import { assertLedger } from "./support/relayFaults.js"
 
 const TEXT = "One two three four five six."
 const reply = { text: TEXT }
@@ -146,13 +146,7 @@ describe("Relay Chat Completions: reset", () => {
         assert.strictEqual(named[3]!.attempt, 2)
         assert.strictEqual(named[3]!.attempts, 2)
         // the ledger: the rollback's entry, and every attempt's on the commit, the committed one exact
-        assert.deepStrictEqual([rollback.entry.phase, rollback.entry.verdict], firstEntry[model])
-        assert.deepStrictEqual(
-          named[3]!.ledger.entries.map((e: { outcome: string; verdict: string }) => [e.outcome, e.verdict]),
-          [["discarded", firstEntry[model][1]], ["committed", "exact"]]
-        )
-        assert.deepStrictEqual(named[3]!.ledger.entries[0], rollback.entry)
-        assert.strictEqual(named[3]!.ledger.committed.tokens.output, named[3]!.usage.output_tokens)
+        assertLedger(model, rollback, named[3]!)
         // what the client keeps after the rollback is the committed answer; before it, what was shown
         const [before, after] = r.text.split("event: reprise.rollback")
         assert.strictEqual(content(before!), shown)

@@ -11,6 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { post, relay } from "./support.js"
 import {
+  assertLedger,
   type Frame,
   frames,
   protocolFrames,
@@ -177,6 +178,8 @@ describe("Relay Responses: reset", () => {
           assert.strictEqual(named[3]!.attempt, 2)
           assert.strictEqual(named[3]!.attempts, 2)
           assert.strictEqual(named[3]!.model, model)
+          // the ledger: the rollback's entry, and every attempt's on the commit, the committed one exact
+          assertLedger(model, rollback, named[3]!)
 
           const all = frames(r.text)
           const at = (event: string) => all.findIndex((f) => f.event === event)

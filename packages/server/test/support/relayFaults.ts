@@ -4,6 +4,7 @@
  * streamed request in a preview mode and returns what the client got and the upstream's sends; an SSE reader for
  * protocols with named events; and a client that disconnects part-way.
  */
+import { assert } from "@effect/vitest"
 import type * as SimulatorScript from "@reprise/simulator/SimulatorScript"
 import { Effect } from "effect"
 import { type HarnessOptions, post, relay, UPSTREAM_KEY } from "../support.js"
@@ -57,6 +58,25 @@ export const firstEntry: Record<(typeof recoverable)[number][0], readonly [phase
   "rate-limited": ["headers", "not-billed"],
   "stall": ["content", "estimated"],
   "malformed": ["content", "estimated"]
+}
+
+/**
+ * The ledger of a reset-mode reply recovered from `model`'s fault: the rollback's entry is the first attempt's, as
+ * {@link firstEntry} says, and the commit's ledger holds it and the committed attempt's, exact, whose output is the
+ * commit's usage.
+ */
+export const assertLedger = (
+  model: keyof typeof firstEntry,
+  rollback: Record<string, any>,
+  commit: Record<string, any>
+): void => {
+  assert.deepStrictEqual([rollback.entry.phase, rollback.entry.verdict], firstEntry[model])
+  assert.deepStrictEqual(
+    commit.ledger.entries.map((e: { outcome: string; verdict: string }) => [e.outcome, e.verdict]),
+    [["discarded", firstEntry[model][1]], ["committed", "exact"]]
+  )
+  assert.deepStrictEqual(commit.ledger.entries[0], rollback.entry)
+  assert.strictEqual(commit.ledger.committed.tokens.output, commit.usage.output_tokens)
 }
 
 /** Posts `body` to `path` in `mode` against a relay in front of `faults`; the response, the sends of `model`. */
