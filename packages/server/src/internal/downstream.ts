@@ -105,3 +105,42 @@ export interface Codec {
   /** The error as the protocol's error response body. */
   readonly errorBody: (failure: Failure) => unknown
 }
+
+/**
+ * How an encoder writes each kind of content event; empty text and reasoning deltas write nothing.
+ *
+ * @internal
+ */
+export interface Writers {
+  readonly text: (text: string) => string
+  readonly reasoning: (text: string) => string
+  readonly reasoningComplete: (
+    part: Extract<Generation.GenerationEvent, { _tag: "ReasoningComplete" }>["part"]
+  ) => string
+  readonly toolDelta: (event: Extract<Generation.GenerationEvent, { _tag: "ToolCallDelta" }>) => string
+  readonly toolComplete: (call: Extract<Generation.GenerationEvent, { _tag: "ToolCallComplete" }>["call"]) => string
+}
+
+/**
+ * An encoder's `delta`: each event written by its kind's writer; usage and the finish write nothing (they are taken
+ * from the committed reply).
+ *
+ * @internal
+ */
+export const deltaWith = (writers: Writers) => (event: Generation.GenerationEvent): string => {
+  switch (event._tag) {
+    case "TextDelta":
+      return event.text.length > 0 ? writers.text(event.text) : ""
+    case "ReasoningDelta":
+      return event.text.length > 0 ? writers.reasoning(event.text) : ""
+    case "ReasoningComplete":
+      return writers.reasoningComplete(event.part)
+    case "ToolCallDelta":
+      return writers.toolDelta(event)
+    case "ToolCallComplete":
+      return writers.toolComplete(event.call)
+    case "Usage":
+    case "Finish":
+      return ""
+  }
+}

@@ -18,7 +18,7 @@
 import type * as Generation from "@reprise/core/Generation"
 import type * as Message from "@reprise/core/Message"
 import * as Option from "effect/Option"
-import type * as Downstream from "../downstream.js"
+import * as Downstream from "../downstream.js"
 import * as Request from "./responsesRequest.js"
 import * as Wire from "./wire.js"
 
@@ -315,23 +315,7 @@ const makeEncoder = (opened = false): Downstream.StreamEncoder & {
     return wasOpen ? out + closeCall(item) : out
   }
 
-  const delta = (event: Generation.GenerationEvent): string => {
-    switch (event._tag) {
-      case "TextDelta":
-        return event.text.length > 0 ? text(event.text) : ""
-      case "ReasoningDelta":
-        return event.text.length > 0 ? reasoning(event.text) : ""
-      case "ReasoningComplete":
-        return reasoningComplete(event.part)
-      case "ToolCallDelta":
-        return toolDelta(event)
-      case "ToolCallComplete":
-        return toolComplete(event.call)
-      case "Usage":
-      case "Finish":
-        return ""
-    }
-  }
+  const delta = Downstream.deltaWith({ text, reasoning, reasoningComplete, toolDelta, toolComplete })
 
   /** What of the reply the deltas did not write: all of it when they wrote nothing. */
   const fill = (reply: Generation.Reply): string => {
